@@ -1,0 +1,72 @@
+package v1alpha1
+
+// Condition types of a VaultSeed (product document, "Conditions"). They follow
+// kstatus: Ready is always present; Reconciling and Stalled are present only
+// when True and never both.
+const (
+	// ConditionReady is True when the path holds what is declared.
+	ConditionReady = "Ready"
+	// ConditionReconciling is True while the object waits for something and
+	// retries with backoff (5 s doubling to 5 min).
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled is True when the controller cannot go on as
+	// declared. It is checked again at every resync, never with a backoff.
+	ConditionStalled = "Stalled"
+	// ConditionDrifted is True, in observe-only mode only, when a real run
+	// would change something. Its message sums the planned changes.
+	ConditionDrifted = "Drifted"
+)
+
+// Reasons of the conditions above. The comment of each says on which
+// condition and with which status it appears.
+const (
+	// ReasonReconciled: Ready=True. The path holds what is declared.
+	ReasonReconciled = "Reconciled"
+	// ReasonRefPending: Ready=False with Reconciling=True. A <ref:> source
+	// path or key is missing or empty; nothing is written until it exists.
+	ReasonRefPending = "RefPending"
+	// ReasonRefCycle: Stalled=True (and Ready=False). Objects reference each
+	// other; the message lists the ring of paths.
+	ReasonRefCycle = "RefCycle"
+	// ReasonInvalidSpec: Stalled=True (and Ready=False). The message names
+	// the key and the problem.
+	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonInvalidRotation: Stalled=True (and Ready=False). rotate.keys
+	// names a key that does not exist or is not generated.
+	ReasonInvalidRotation = "InvalidRotation"
+	// ReasonOwnedByAnother: Ready=False. The path's owner marker names
+	// another object; nothing is written.
+	ReasonOwnedByAnother = "OwnedByAnother"
+	// ReasonForbidden: Ready=False with Reconciling=True when Vault refused
+	// (login, policy); Stalled=True when a Delete was asked without being
+	// allowed. The message carries Vault's reason.
+	ReasonForbidden = "Forbidden"
+	// ReasonBackendUnavailable: Ready=False with Reconciling=True. Vault
+	// does not answer: sealed, restarting or unreachable.
+	ReasonBackendUnavailable = "BackendUnavailable"
+	// ReasonObserveOnly: Ready=False with Drifted=True. Observe-only mode
+	// would change the path.
+	ReasonObserveOnly = "ObserveOnly"
+	// ReasonProgressing: Reconciling=True while a reconcile of a new
+	// generation has not finished yet.
+	ReasonProgressing = "Progressing"
+	// ReasonInSync: Drifted=False in observe-only mode when a real run would
+	// change nothing.
+	ReasonInSync = "InSync"
+)
+
+// Finalizer is added to objects with deletionPolicy Delete, when the target
+// allows deletion, so that the path is removed before the object goes.
+const Finalizer = "ohmlab.fr/delete-path"
+
+// Custom metadata keys the controller keeps on a KV v2 path.
+const (
+	// OwnerMetadataKey holds "<namespace>/<name>" of the owning VaultSeed.
+	OwnerMetadataKey = "ohmlab.fr/owner"
+	// RotationTokenMetadataKey holds the last rotate.token applied.
+	RotationTokenMetadataKey = "ohmlab.fr/rotation-token"
+)
+
+// CRDRevisionAnnotation on the CRD carries the source revision it was built
+// from; the controller compares it with its own build revision.
+const CRDRevisionAnnotation = "ohmlab.fr/revision"

@@ -1,0 +1,127 @@
+package v1alpha1
+
+import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// DeletionPolicy says what happens to the Vault path when its VaultSeed is
+// deleted (product document, "Deletion").
+// +kubebuilder:validation:Enum=Retain;Delete
+type DeletionPolicy string
+
+const (
+	// DeletionPolicyRetain leaves the path in Vault. No finalizer is added.
+	DeletionPolicyRetain DeletionPolicy = "Retain"
+	// DeletionPolicyDelete removes the path and all its versions, provided it
+	// carries this object's owner marker and the target allows deletion.
+	DeletionPolicyDelete DeletionPolicy = "Delete"
+)
+
+// VaultSeedSpec declares one KV v2 path and the tree it must hold.
+type VaultSeedSpec struct {
+	// Path is <mount>/<path> of the KV v2 secret, for example
+	// ohmlab/platforms/production/core/keycloak. At least two segments, no
+	// leading or trailing slash, no empty segment. Immutable: delete the
+	// object and create another.
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^[^/]+(/[^/]+)+$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.path is immutable: delete the object and create another"
+	Path string `json:"path"`
+
+	// Data is the tree the path must hold. Nodes are maps; leaves are
+	// strings (plain values or templates such as "<random:24>"), numbers or
+	// booleans. A key name must not contain a dot.
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +optional
+	Data *apiextensionsv1.JSON `json:"data,omitempty"`
+
+	// Rotate regenerates generated keys once per distinct token.
+	// +optional
+	Rotate *Rotation `json:"rotate,omitempty"`
+
+	// Prune removes the keys this controller wrote (status.managedKeys) that
+	// data no longer declares.
+	// +kubebuilder:default=false
+	// +optional
+	Prune bool `json:"prune,omitempty"`
+
+	// DeletionPolicy is Retain (default) or Delete.
+	// +kubebuilder:default=Retain
+	// +optional
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+}
+
+// Rotation asks for the regeneration of generated keys, once per token.
+type Rotation struct {
+	// Token is compared with the token recorded on the path; when they
+	// differ the keys are regenerated once and the token is recorded.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Token string `json:"token"`
+
+	// Keys are dotted key paths (admin.password). Empty means every
+	// generated key of the object.
+	// +listType=set
+	// +optional
+	Keys []string `json:"keys,omitempty"`
+}
+
+// VaultSeedStatus is what the controller observed and did. It never holds a
+// value: only key names, versions and conditions.
+type VaultSeedStatus struct {
+	// ObservedGeneration is the generation whose reconcile last finished or
+	// stalled.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Ready is always present; Reconciling and Stalled only when
+	// True, never both; Drifted only in observe-only mode.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// ManagedKeys are the dotted key paths this controller wrote on the
+	// path, sorted. Only these are ever pruned.
+	// +listType=set
+	// +optional
+	ManagedKeys []string `json:"managedKeys,omitempty"`
+
+	// Version is the KV v2 version of the path last read or written.
+	// +optional
+	Version int64 `json:"version,omitempty"`
+}
+
+// VaultSeed declares one KV v2 path of Vault: the controller seeds missing
+// keys once, keeps references equal to their source and reports what it did.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=ohmlab
+// +kubebuilder:printcolumn:name="Path",type=string,JSONPath=`.spec.path`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type VaultSeed struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   VaultSeedSpec   `json:"spec"`
+	Status VaultSeedStatus `json:"status,omitempty"`
+}
+
+// VaultSeedList is a list of VaultSeed.
+//
+// +kubebuilder:object:root=true
+type VaultSeedList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []VaultSeed `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&VaultSeed{}, &VaultSeedList{})
+}

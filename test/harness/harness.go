@@ -1,0 +1,32 @@
+// Package harness starts the real servers the integration and end-to-end
+// tests run against, on loopback: a Kubernetes control plane (envtest:
+// kube-apiserver + etcd, with the ohmlab CRDs installed) and a HashiCorp
+// Vault dev server. The binaries are built by `make tools` into bin/; when
+// one is missing the harness fails with the command that builds it.
+package harness
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+)
+
+// RepoRoot returns the absolute path of the repository root.
+func RepoRoot() string {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		panic("harness: cannot locate its own source file")
+	}
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// Bin returns the path of a tool built by `make tools` (for example "vault"
+// or "k8s/kubectl"), or an error naming the make command that builds it.
+func Bin(name string) (string, error) {
+	p := filepath.Join(RepoRoot(), "bin", name)
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("%s is missing: run `make tools` at the repository root to build it", p)
+	}
+	return p, nil
+}
