@@ -1,0 +1,355 @@
+package templating
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Object is one VaultSeed as templating sees it.
+type Object struct {
+	// Namespace and Name identify the object in AnalyseSet's problems.
+	Namespace, Name string
+	// Path is spec.path, "mount/path" (see [ValidPath]).
+	Path string
+	// Data is spec.data decoded from JSON: nodes are map[string]any, leaves
+	// are string, bool, float64, int64, int or json.Number. Lists, nil and
+	// other types are problems.
+	Data map[string]any
+	// Rotate is spec.rotate; nil when absent.
+	Rotate *Rotate
+}
+
+// Rotate is spec.rotate (product document, "Rotation").
+type Rotate struct {
+	// Token triggers one regeneration per distinct value. Must not be empty.
+	Token string
+	// Keys are the dotted key paths to regenerate; empty means every
+	// generated key.
+	Keys []string
+}
+
+// Reasons of problems, equal to the VaultSeed condition reasons of the API
+// (product document, "Conditions").
+const (
+	// ReasonInvalidSpec: spec.path or spec.data is wrong.
+	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonInvalidRotation: spec.rotate is wrong.
+	ReasonInvalidRotation = "InvalidRotation"
+	// ReasonRefCycle: objects reference each other's paths in a ring.
+	ReasonRefCycle = "RefCycle"
+	// ReasonDuplicatePath: two objects declare one path.
+	ReasonDuplicatePath = "DuplicatePath"
+	// ReasonDuplicateName: two objects have one namespace/name.
+	ReasonDuplicateName = "DuplicateName"
+)
+
+// Problem is one thing wrong with an object or a set of objects.
+type Problem struct {
+	// Reason is one of the Reason constants.
+	Reason string
+	// Object is "namespace/name" (just "name" without a namespace) in
+	// AnalyseSet; "" from Analyse.
+	Object string
+	// Key is the dotted key path the problem is about; "" when it is not
+	// about one key. For a bad key name it is the key's path as written, and
+	// for an empty key name the path of its map.
+	Key string
+	// Message is plain English. It names keys, paths and well-formed
+	// templates, never a value: a plain leaf may be a secret somebody typed.
+	Message string
+}
+
+// String returns "<key>: <message>", or the message alone when Key is "".
+func (p Problem) String() string {
+	if p.Key == "" {
+		return p.Message
+	}
+	return p.Key + ": " + p.Message
+}
+
+// Analysis is what Analyse finds in one object.
+type Analysis struct {
+	// Path is the object's spec.path; Fill resolves references to it.
+	Path string
+	// Leaves are the well-formed leaves by dotted key path. Leaves under a
+	// bad key name, and malformed ones, are left out (and are Problems).
+	Leaves map[string]Leaf
+	// Keys are the dotted key paths of Leaves, sorted.
+	Keys []string
+	// Problems are every problem found, sorted by Key, then Reason, then
+	// Message; nil when the object is valid.
+	Problems []Problem
+	// RotationKeys are the generated keys a change of rotate.token
+	// regenerates, sorted: the valid keys of rotate.keys, or every generated
+	// key when rotate.keys is empty. An age pair rotates through its
+	// age-secret key (the public follows). Nil without spec.rotate.
+	RotationKeys []string
+	// RefPaths are the distinct paths the object's references read, sorted,
+	// without the object's own path (Fill resolves those itself).
+	RefPaths []string
+}
+
+// Analyse checks one object and returns every problem at once (product
+// document, "Templates"; issue 3, "Static analysis of one object"). All are
+// InvalidSpec unless said otherwise:
+//   - spec.path that is not "mount/path" ([ValidPath]);
+//   - a key name that is empty or contains a dot;
+//   - a leaf that is a list, null or another non-leaf type;
+//   - a malformed template ([ParseLeaf]);
+//   - <bcrypt:k> whose k is not declared, is a map, is itself derived
+//     (bcrypt or age-public), or is statically longer than 72 bytes
+//     (<random:N> or <hex:N> with N > 72, <age:secret>, a plain string over
+//     72 bytes, or a reference to the own path leading to one);
+//   - <age:public> without exactly one <age:secret>; more than one
+//     <age:secret>;
+//   - a reference to the object's own path whose key is not declared (a
+//     hand-filled key is declared as ""), is a map, or closes a cycle of keys
+//     (through references to the own path and bcrypt sources); references
+//     to other paths are checked by AnalyseSet and the reconciler;
+//   - InvalidRotation: an empty rotate.token; rotate.keys naming a key that
+//     is not declared, a map, or a key that is not generated (plain, "",
+//     <ref:>, <bcrypt:>; for <age:public>, list its <age:secret>).
+func Analyse(o Object) Analysis {
+	an := analyser{
+		a:        Analysis{Path: o.Path, Leaves: make(map[string]Leaf)},
+		declared: make(map[string]bool),
+		nodes:    make(map[string]bool),
+	}
+	if !ValidPath(o.Path) {
+		an.problem(ReasonInvalidSpec, "", "spec.path must be mount/path: at least two non-empty segments separated by '/', no '#'")
+	}
+	an.walk("", o.Data, true)
+	for k := range an.a.Leaves {
+		an.a.Keys = append(an.a.Keys, k)
+	}
+	sort.Strings(an.a.Keys)
+	an.checkLeaves()
+	an.checkRotation(o.Rotate)
+	sort.Slice(an.a.Problems, func(i, j int) bool {
+		p, q := an.a.Problems[i], an.a.Problems[j]
+		if p.Key != q.Key {
+			return p.Key < q.Key
+		}
+		if p.Reason != q.Reason {
+			return p.Reason < q.Reason
+		}
+		return p.Message < q.Message
+	})
+	return an.a
+}
+
+type analyser struct {
+	a        Analysis
+	declared map[string]bool // every leaf under valid key names, well-formed or not
+	nodes    map[string]bool // every map under valid key names
+}
+
+func (an *analyser) problem(reason, key, msg string) {
+	an.a.Problems = append(an.a.Problems, Problem{Reason: reason, Key: key, Message: msg})
+}
+
+// walk visits m; valid is false under a bad key name, where leaves are still
+// checked but not recorded (their dotted path would be ambiguous).
+func (an *analyser) walk(prefix string, m map[string]any, valid bool) {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		path, ok := joinKey(prefix, k), valid
+		switch {
+		case k == "" && prefix == "":
+			an.problem(ReasonInvalidSpec, "", "a key name at the top level of data is empty")
+			ok = false
+		case k == "":
+			an.problem(ReasonInvalidSpec, prefix, "a key name in this map is empty")
+			ok = false
+		case strings.Contains(k, "."):
+			an.problem(ReasonInvalidSpec, path, fmt.Sprintf("key name %q contains a dot: nest maps instead", k))
+			ok = false
+		}
+		switch v := m[k].(type) {
+		case map[string]any:
+			if ok {
+				an.nodes[path] = true
+			}
+			an.walk(path, v, ok)
+		case string:
+			l, err := ParseLeaf(v)
+			if err != nil {
+				an.problem(ReasonInvalidSpec, path, err.Error())
+			}
+			an.leaf(path, l, ok && err == nil, ok)
+		case bool, float64, int64, int, json.Number:
+			an.leaf(path, Leaf{Kind: KindPlain, Value: v}, ok, ok)
+		case nil:
+			an.problem(ReasonInvalidSpec, path, `null is not a value: leaves are strings, numbers or booleans ("" for a value filled by hand)`)
+		default:
+			kind := reflect.ValueOf(v).Kind()
+			if kind == reflect.Slice || kind == reflect.Array {
+				an.problem(ReasonInvalidSpec, path, "lists are not supported: leaves are strings, numbers or booleans, nodes are maps")
+			} else {
+				an.problem(ReasonInvalidSpec, path, "unsupported value type: leaves are strings, numbers or booleans, nodes are maps")
+			}
+		}
+	}
+}
+
+func (an *analyser) leaf(path string, l Leaf, wellFormed, declared bool) {
+	if declared {
+		an.declared[path] = true
+	}
+	if wellFormed {
+		an.a.Leaves[path] = l
+	}
+}
+
+// checkLeaves checks bcrypt sources, age pairs and references to the own
+// path, and collects RefPaths.
+func (an *analyser) checkLeaves() {
+	a := &an.a
+	var secrets []string
+	for _, k := range a.Keys {
+		if a.Leaves[k].Kind == KindAgeSecret {
+			secrets = append(secrets, k)
+		}
+	}
+	deps := graph{} // key -> keys its value derives from, within the path
+	refPaths := map[string]bool{}
+	selfRefs := false
+	for _, k := range a.Keys {
+		l := a.Leaves[k]
+		switch l.Kind {
+		case KindBcrypt:
+			if an.checkSource(k, l.Template+" hashes", l.Source) {
+				src := a.Leaves[l.Source]
+				switch {
+				case src.Derived():
+					an.problem(ReasonInvalidSpec, k, fmt.Sprintf("%s hashes %s, which is itself derived (%s): hash the key it derives from", l.Template, l.Source, src.Template))
+				case an.staticLen(l.Source, len(a.Leaves)) > MaxBcryptInput:
+					an.problem(ReasonInvalidSpec, k, fmt.Sprintf("%s hashes %s, which is longer than 72 bytes, the most bcrypt accepts", l.Template, l.Source))
+				default:
+					deps.add(k, l.Source)
+				}
+			}
+		case KindAgePublic:
+			switch len(secrets) {
+			case 0:
+				an.problem(ReasonInvalidSpec, k, "<age:public> needs an <age:secret> in the same object")
+			case 1:
+				deps.add(k, secrets[0])
+			default:
+				an.problem(ReasonInvalidSpec, k, fmt.Sprintf("<age:public> needs exactly one <age:secret> in the same object, found %d (%s)", len(secrets), strings.Join(secrets, ", ")))
+			}
+		case KindAgeSecret:
+			if len(secrets) > 1 {
+				an.problem(ReasonInvalidSpec, k, fmt.Sprintf("an object holds at most one <age:secret>, found %d (%s)", len(secrets), strings.Join(secrets, ", ")))
+			}
+		case KindRef:
+			if l.Ref.Path != a.Path {
+				refPaths[l.Ref.Path] = true
+			} else if an.checkSource(k, l.Template+" copies", l.Ref.Key) {
+				deps.add(k, l.Ref.Key)
+				selfRefs = true
+			}
+		}
+	}
+	for p := range refPaths {
+		a.RefPaths = append(a.RefPaths, p)
+	}
+	sort.Strings(a.RefPaths)
+	if !selfRefs {
+		return // every cycle of keys goes through a reference to the own path
+	}
+	rings := deps.rings()
+	for _, k := range a.Keys {
+		if ring := rings[k]; ring != nil {
+			an.problem(ReasonInvalidSpec, k, "cycle of keys within this path: "+ringString(ring))
+		}
+	}
+}
+
+// checkSource checks that src, which key k's value derives from ("<t>
+// hashes" or "<t> copies"), is a declared leaf, and reports whether it is a
+// well-formed one (a malformed one is reported on its own key).
+func (an *analyser) checkSource(k, what, src string) bool {
+	switch {
+	case an.nodes[src]:
+		an.problem(ReasonInvalidSpec, k, fmt.Sprintf("%s %s, which is a map, not a leaf", what, src))
+		return false
+	case !an.declared[src]:
+		an.problem(ReasonInvalidSpec, k, fmt.Sprintf(`%s %s, which data does not declare (a key filled by hand is declared as "")`, what, src))
+		return false
+	}
+	_, ok := an.a.Leaves[src]
+	return ok
+}
+
+// staticLen is the length in bytes that key's value is known to have at
+// most before it is generated, following references to the own path up to
+// depth steps; 0 when unknown (references to other paths).
+func (an *analyser) staticLen(key string, depth int) int {
+	l, ok := an.a.Leaves[key]
+	if !ok || depth < 0 {
+		return 0
+	}
+	switch l.Kind {
+	case KindRandom, KindHex:
+		return l.Length
+	case KindAgeSecret:
+		return 74
+	case KindPlain:
+		return len(Stringify(l.Value))
+	case KindRef:
+		if l.Ref.Path == an.a.Path {
+			return an.staticLen(l.Ref.Key, depth-1)
+		}
+	}
+	return 0
+}
+
+func (an *analyser) checkRotation(r *Rotate) {
+	if r == nil {
+		return
+	}
+	a := &an.a
+	if r.Token == "" {
+		an.problem(ReasonInvalidRotation, "", "rotate.token is empty: rotation needs a token")
+	}
+	if len(r.Keys) == 0 {
+		for _, k := range a.Keys {
+			if a.Leaves[k].Generated() {
+				a.RotationKeys = append(a.RotationKeys, k)
+			}
+		}
+		return
+	}
+	keys := slices.Clone(r.Keys)
+	slices.Sort(keys)
+	for _, k := range slices.Compact(keys) {
+		l, ok := a.Leaves[k]
+		switch {
+		case an.nodes[k]:
+			an.problem(ReasonInvalidRotation, k, fmt.Sprintf("rotate.keys names %s, which is a map: list its generated keys", k))
+		case !an.declared[k]:
+			an.problem(ReasonInvalidRotation, k, fmt.Sprintf("rotate.keys names %q, which data does not declare", k))
+		case !ok:
+			// Malformed: reported as InvalidSpec on the key itself.
+		case l.Kind == KindAgePublic:
+			an.problem(ReasonInvalidRotation, k, "rotate.keys names an <age:public>: list its <age:secret> instead, the pair rotates together")
+		case !l.Generated():
+			what := "a plain value"
+			if l.Template != "" {
+				what = l.Template
+			}
+			an.problem(ReasonInvalidRotation, k, fmt.Sprintf("rotate.keys names %s, which is %s, not generated: only <random:N>, <hex:N>, <uuid> and <age:secret> rotate", k, what))
+		default:
+			a.RotationKeys = append(a.RotationKeys, k)
+		}
+	}
+}

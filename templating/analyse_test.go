@@ -1,0 +1,304 @@
+package templating
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+const own = "m/own"
+
+func spec(key, msg string) Problem { return Problem{Reason: ReasonInvalidSpec, Key: key, Message: msg} }
+func rot(key, msg string) Problem {
+	return Problem{Reason: ReasonInvalidRotation, Key: key, Message: msg}
+}
+
+// The example of the product document, "VaultSeed".
+func keycloak() Object {
+	return Object{
+		Namespace: "vault-operator-system",
+		Name:      "production-core-keycloak",
+		Path:      "ohmlab/platforms/production/core/keycloak",
+		Data: map[string]any{
+			"admin": map[string]any{
+				"username":       "admin",
+				"password":       "<random:24>",
+				"passwordHashed": "<bcrypt:admin.password>",
+			},
+			"clients": map[string]any{
+				"grafana-core": map[string]any{"clientSecret": "<random:32>"},
+			},
+			"webhook": "",
+		},
+		Rotate: &Rotate{Token: "2026-10-12", Keys: []string{"admin.password"}},
+	}
+}
+
+func TestAnalyseFull(t *testing.T) {
+	tests := []struct {
+		name string
+		in   Object
+		want Analysis
+	}{
+		{
+			name: "product document example",
+			in:   keycloak(),
+			want: Analysis{
+				Path: "ohmlab/platforms/production/core/keycloak",
+				Leaves: map[string]Leaf{
+					"admin.username":                    {Kind: KindPlain, Value: "admin"},
+					"admin.password":                    {Kind: KindRandom, Template: "<random:24>", Length: 24},
+					"admin.passwordHashed":              {Kind: KindBcrypt, Template: "<bcrypt:admin.password>", Source: "admin.password"},
+					"clients.grafana-core.clientSecret": {Kind: KindRandom, Template: "<random:32>", Length: 32},
+					"webhook":                           {Kind: KindPlain, Value: ""},
+				},
+				Keys:         []string{"admin.password", "admin.passwordHashed", "admin.username", "clients.grafana-core.clientSecret", "webhook"},
+				RotationKeys: []string{"admin.password"},
+			},
+		},
+		{
+			name: "every kind, rotate every generated key, refs",
+			in: Object{Path: own, Data: map[string]any{
+				"s": "text", "b": true, "f": 1.5, "i": int64(3), "n": json.Number("4"), "int": 5,
+				"r": "<random:8>", "h": "<hex:8>", "u": "<uuid>", "as": "<age:secret>", "ap": "<age:public>",
+				"bc": "<bcrypt:r>", "x1": "<ref:m/b#k>", "x2": "<ref:m/a#k>", "x3": "<ref:m/b#j>", "self": "<ref:m/own#r>",
+			}, Rotate: &Rotate{Token: "t"}},
+			want: Analysis{
+				Path: own,
+				Leaves: map[string]Leaf{
+					"s": {Kind: KindPlain, Value: "text"}, "b": {Kind: KindPlain, Value: true}, "f": {Kind: KindPlain, Value: 1.5},
+					"i": {Kind: KindPlain, Value: int64(3)}, "n": {Kind: KindPlain, Value: json.Number("4")}, "int": {Kind: KindPlain, Value: 5},
+					"r": {Kind: KindRandom, Template: "<random:8>", Length: 8}, "h": {Kind: KindHex, Template: "<hex:8>", Length: 8},
+					"u": {Kind: KindUUID, Template: "<uuid>"}, "as": {Kind: KindAgeSecret, Template: "<age:secret>"},
+					"ap": {Kind: KindAgePublic, Template: "<age:public>"}, "bc": {Kind: KindBcrypt, Template: "<bcrypt:r>", Source: "r"},
+					"x1":   {Kind: KindRef, Template: "<ref:m/b#k>", Ref: Ref{Path: "m/b", Key: "k"}},
+					"x2":   {Kind: KindRef, Template: "<ref:m/a#k>", Ref: Ref{Path: "m/a", Key: "k"}},
+					"x3":   {Kind: KindRef, Template: "<ref:m/b#j>", Ref: Ref{Path: "m/b", Key: "j"}},
+					"self": {Kind: KindRef, Template: "<ref:m/own#r>", Ref: Ref{Path: own, Key: "r"}},
+				},
+				Keys:         []string{"ap", "as", "b", "bc", "f", "h", "i", "int", "n", "r", "s", "self", "u", "x1", "x2", "x3"},
+				RotationKeys: []string{"as", "h", "r", "u"},
+				RefPaths:     []string{"m/a", "m/b"},
+			},
+		},
+		{
+			name: "no data",
+			in:   Object{Path: own},
+			want: Analysis{Path: own, Leaves: map[string]Leaf{}},
+		},
+		{
+			name: "rotation without generated keys",
+			in:   Object{Path: own, Data: map[string]any{"a": "x"}, Rotate: &Rotate{Token: "t"}},
+			want: Analysis{Path: own, Leaves: map[string]Leaf{"a": {Kind: KindPlain, Value: "x"}}, Keys: []string{"a"}},
+		},
+		{
+			name: "problems leave the rest analysed",
+			in: Object{Path: own, Data: map[string]any{
+				"bad": "<random:0>", "list": []any{"x"}, "ok": "<hex:4>", "a.b": map[string]any{"c": "<random:1>"},
+			}, Rotate: &Rotate{Token: "t", Keys: []string{"ok", "bad"}}},
+			want: Analysis{
+				Path:   own,
+				Leaves: map[string]Leaf{"ok": {Kind: KindHex, Template: "<hex:4>", Length: 4}},
+				Keys:   []string{"ok"},
+				Problems: []Problem{
+					spec("a.b", `key name "a.b" contains a dot: nest maps instead`),
+					spec("bad", errRandom),
+					spec("list", "lists are not supported: leaves are strings, numbers or booleans, nodes are maps"),
+				},
+				RotationKeys: []string{"ok"},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, Analyse(tt.in)); diff != "" {
+				t.Errorf("Analyse (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestAnalyseProblems(t *testing.T) {
+	type m = map[string]any
+	long := strings.Repeat("x", 73)
+	tests := []struct {
+		name   string
+		path   string // own when empty
+		data   m
+		rotate *Rotate
+		want   []Problem
+	}{
+		// spec.path
+		{name: "path empty", path: "-", want: []Problem{spec("", "spec.path must be mount/path: at least two non-empty segments separated by '/', no '#'")}},
+		{name: "path one segment", path: "mount", want: []Problem{spec("", "spec.path must be mount/path: at least two non-empty segments separated by '/', no '#'")}},
+		{name: "path empty segment", path: "m//p", want: []Problem{spec("", "spec.path must be mount/path: at least two non-empty segments separated by '/', no '#'")}},
+		{name: "path with #", path: "m/p#k", want: []Problem{spec("", "spec.path must be mount/path: at least two non-empty segments separated by '/', no '#'")}},
+
+		// Key names.
+		{name: "empty key at top", data: m{"": "x"}, want: []Problem{spec("", "a key name at the top level of data is empty")}},
+		{name: "empty key nested", data: m{"a": m{"": "x"}}, want: []Problem{spec("a", "a key name in this map is empty")}},
+		{name: "dotted key at top", data: m{"a.b": "x"}, want: []Problem{spec("a.b", `key name "a.b" contains a dot: nest maps instead`)}},
+		{name: "dotted key nested", data: m{"a": m{"b.c": "x"}}, want: []Problem{spec("a.b.c", `key name "b.c" contains a dot: nest maps instead`)}},
+		{name: "two problems on one key, by message", data: m{"a.b": "<hex:3>"}, want: []Problem{
+			spec("a.b", errHex),
+			spec("a.b", `key name "a.b" contains a dot: nest maps instead`),
+		}},
+		{name: "problems under a dotted key still reported", data: m{"a.b": m{"c": "<hex:3>", "d": nil}}, want: []Problem{
+			spec("a.b", `key name "a.b" contains a dot: nest maps instead`),
+			spec("a.b.c", errHex),
+			spec("a.b.d", `null is not a value: leaves are strings, numbers or booleans ("" for a value filled by hand)`),
+		}},
+
+		// Leaf types.
+		{name: "null", data: m{"a": nil}, want: []Problem{spec("a", `null is not a value: leaves are strings, numbers or booleans ("" for a value filled by hand)`)}},
+		{name: "list", data: m{"a": []any{"x"}}, want: []Problem{spec("a", "lists are not supported: leaves are strings, numbers or booleans, nodes are maps")}},
+		{name: "typed list", data: m{"a": []string{"x"}}, want: []Problem{spec("a", "lists are not supported: leaves are strings, numbers or booleans, nodes are maps")}},
+		{name: "empty list", data: m{"a": []any{}}, want: []Problem{spec("a", "lists are not supported: leaves are strings, numbers or booleans, nodes are maps")}},
+		{name: "other type", data: m{"a": map[string]string{"b": "c"}}, want: []Problem{spec("a", "unsupported value type: leaves are strings, numbers or booleans, nodes are maps")}},
+		{name: "empty map is fine", data: m{"a": m{}}},
+
+		// Malformed templates (every error of ParseLeaf is one row of TestParseLeaf).
+		{name: "malformed random", data: m{"a": "<random:x>"}, want: []Problem{spec("a", errRandom)}},
+		{name: "malformed hex", data: m{"a": m{"b": "<hex:7>"}}, want: []Problem{spec("a.b", errHex)}},
+		{name: "malformed uuid", data: m{"a": "<uuid:4>"}, want: []Problem{spec("a", errUUID)}},
+		{name: "malformed age", data: m{"a": "<age:private>"}, want: []Problem{spec("a", errAge)}},
+		{name: "malformed bcrypt", data: m{"a": "<bcrypt:>"}, want: []Problem{spec("a", errBcrypt)}},
+		{name: "malformed ref", data: m{"a": "<ref:onlymount#k>"}, want: []Problem{spec("a", errRef)}},
+		{name: "unknown kind", data: m{"a": "<foo:1>"}, want: []Problem{spec("a", errUnknown)}},
+
+		// bcrypt targets.
+		{name: "bcrypt of a missing key", data: m{"h": "<bcrypt:pw>"}, want: []Problem{spec("h", `<bcrypt:pw> hashes pw, which data does not declare (a key filled by hand is declared as "")`)}},
+		{name: "bcrypt of a map", data: m{"h": "<bcrypt:admin>", "admin": m{"pw": "x"}}, want: []Problem{spec("h", "<bcrypt:admin> hashes admin, which is a map, not a leaf")}},
+		{name: "bcrypt of a bcrypt", data: m{"pw": "x", "h1": "<bcrypt:pw>", "h2": "<bcrypt:h1>"}, want: []Problem{spec("h2", "<bcrypt:h1> hashes h1, which is itself derived (<bcrypt:pw>): hash the key it derives from")}},
+		{name: "bcrypt of itself", data: m{"h": "<bcrypt:h>"}, want: []Problem{spec("h", "<bcrypt:h> hashes h, which is itself derived (<bcrypt:h>): hash the key it derives from")}},
+		{name: "bcrypt of an age public", data: m{"s": "<age:secret>", "p": "<age:public>", "h": "<bcrypt:p>"}, want: []Problem{spec("h", "<bcrypt:p> hashes p, which is itself derived (<age:public>): hash the key it derives from")}},
+		{name: "bcrypt of random:73", data: m{"pw": "<random:73>", "h": "<bcrypt:pw>"}, want: []Problem{spec("h", "<bcrypt:pw> hashes pw, which is longer than 72 bytes, the most bcrypt accepts")}},
+		{name: "bcrypt of hex:74", data: m{"pw": "<hex:74>", "h": "<bcrypt:pw>"}, want: []Problem{spec("h", "<bcrypt:pw> hashes pw, which is longer than 72 bytes, the most bcrypt accepts")}},
+		{name: "bcrypt of age secret", data: m{"pw": "<age:secret>", "h": "<bcrypt:pw>"}, want: []Problem{spec("h", "<bcrypt:pw> hashes pw, which is longer than 72 bytes, the most bcrypt accepts")}},
+		{name: "bcrypt of a long plain value", data: m{"pw": long, "h": "<bcrypt:pw>"}, want: []Problem{spec("h", "<bcrypt:pw> hashes pw, which is longer than 72 bytes, the most bcrypt accepts")}},
+		{name: "bcrypt of a copy of random:100", data: m{"pw": "<random:100>", "c": "<ref:m/own#pw>", "h": "<bcrypt:c>"}, want: []Problem{spec("h", "<bcrypt:c> hashes c, which is longer than 72 bytes, the most bcrypt accepts")}},
+		{name: "bcrypt of a copy of a malformed key: one problem", data: m{"b": "<random:0>", "c": "<ref:m/own#b>", "h": "<bcrypt:c>"}, want: []Problem{spec("b", errRandom)}},
+		{name: "bcrypt of a key copying itself: the cycle only", data: m{"c": "<ref:m/own#c>", "h": "<bcrypt:c>"}, want: []Problem{spec("c", "cycle of keys within this path: c -> c")}},
+		{name: "bcrypt of a malformed key: one problem", data: m{"pw": "<random:0>", "h": "<bcrypt:pw>"}, want: []Problem{spec("pw", errRandom)}},
+		{name: "bcrypt of random:72, hex:72, uuid, refs, numbers: fine", data: m{
+			"r": "<random:72>", "x": "<hex:72>", "u": "<uuid>", "ref": "<ref:m/o#k>", "n": 1.0, "p": strings.Repeat("x", 72),
+			"h1": "<bcrypt:r>", "h2": "<bcrypt:x>", "h3": "<bcrypt:u>", "h4": "<bcrypt:ref>", "h5": "<bcrypt:n>", "h6": "<bcrypt:p>"}},
+		{name: "bcrypt of a placeholder: fine (Fill waits for it)", data: m{"pw": "", "h": "<bcrypt:pw>"}},
+
+		// age pairs.
+		{name: "age public without secret", data: m{"p": "<age:public>"}, want: []Problem{spec("p", "<age:public> needs an <age:secret> in the same object")}},
+		{name: "age public with two secrets", data: m{"p": "<age:public>", "s1": "<age:secret>", "s2": "<age:secret>"}, want: []Problem{
+			spec("p", "<age:public> needs exactly one <age:secret> in the same object, found 2 (s1, s2)"),
+			spec("s1", "an object holds at most one <age:secret>, found 2 (s1, s2)"),
+			spec("s2", "an object holds at most one <age:secret>, found 2 (s1, s2)"),
+		}},
+		{name: "two secrets", data: m{"s1": "<age:secret>", "a": m{"s2": "<age:secret>"}}, want: []Problem{
+			spec("a.s2", "an object holds at most one <age:secret>, found 2 (a.s2, s1)"),
+			spec("s1", "an object holds at most one <age:secret>, found 2 (a.s2, s1)"),
+		}},
+		{name: "one secret, two publics: fine", data: m{"s": "<age:secret>", "p1": "<age:public>", "p2": "<age:public>"}},
+		{name: "secret alone: fine", data: m{"s": "<age:secret>"}},
+
+		// References to the own path.
+		{name: "self ref to a missing key", data: m{"a": "<ref:m/own#b>"}, want: []Problem{spec("a", `<ref:m/own#b> copies b, which data does not declare (a key filled by hand is declared as "")`)}},
+		{name: "self ref to a map", data: m{"a": "<ref:m/own#b>", "b": m{"c": "x"}}, want: []Problem{spec("a", "<ref:m/own#b> copies b, which is a map, not a leaf")}},
+		{name: "self ref to itself", data: m{"a": "<ref:m/own#a>"}, want: []Problem{spec("a", "cycle of keys within this path: a -> a")}},
+		{name: "self ref two-key cycle", data: m{"a": "<ref:m/own#b>", "b": "<ref:m/own#a>"}, want: []Problem{
+			spec("a", "cycle of keys within this path: a -> b -> a"),
+			spec("b", "cycle of keys within this path: a -> b -> a"),
+		}},
+		{name: "self ref through a bcrypt", data: m{"c": "<ref:m/own#h>", "h": "<bcrypt:c>"}, want: []Problem{
+			spec("c", "cycle of keys within this path: c -> h -> c"),
+			spec("h", "cycle of keys within this path: c -> h -> c"),
+		}},
+		{name: "self ref to a malformed key: one problem", data: m{"a": "<ref:m/own#b>", "b": "<uuid:1>"}, want: []Problem{spec("b", errUUID)}},
+		{name: "self ref chain, to a ref and a derived key: fine", data: m{
+			"a": "<ref:m/own#b>", "b": "<ref:m/own#c>", "c": "<random:8>", "d": "<ref:m/own#x>", "x": "<ref:m/other#k>",
+			"h": "<bcrypt:c>", "e": "<ref:m/own#h>", "s": "<age:secret>", "p": "<age:public>", "q": "<ref:m/own#p>", "ph": "<ref:m/own#webhook>", "webhook": ""}},
+		{name: "ref to another path's missing key: fine", data: m{"a": "<ref:m/other#nothing>"}},
+
+		// Rotation.
+		{name: "rotation token empty", data: m{"a": "<uuid>"}, rotate: &Rotate{}, want: []Problem{rot("", "rotate.token is empty: rotation needs a token")}},
+		{name: "rotation of a missing key", data: m{"a": "<uuid>"}, rotate: &Rotate{Token: "t", Keys: []string{"b"}}, want: []Problem{rot("b", `rotate.keys names "b", which data does not declare`)}},
+		{name: "rotation of an empty key name", data: m{"a": "<uuid>"}, rotate: &Rotate{Token: "t", Keys: []string{""}}, want: []Problem{rot("", `rotate.keys names "", which data does not declare`)}},
+		{name: "rotation of a map", data: m{"a": m{"b": "<uuid>"}}, rotate: &Rotate{Token: "t", Keys: []string{"a"}}, want: []Problem{rot("a", "rotate.keys names a, which is a map: list its generated keys")}},
+		{name: "rotation of a plain value", data: m{"a": "x"}, rotate: &Rotate{Token: "t", Keys: []string{"a"}}, want: []Problem{rot("a", "rotate.keys names a, which is a plain value, not generated: only <random:N>, <hex:N>, <uuid> and <age:secret> rotate")}},
+		{name: "rotation of a placeholder", data: m{"a": ""}, rotate: &Rotate{Token: "t", Keys: []string{"a"}}, want: []Problem{rot("a", "rotate.keys names a, which is a plain value, not generated: only <random:N>, <hex:N>, <uuid> and <age:secret> rotate")}},
+		{name: "rotation of a ref", data: m{"a": "<ref:m/o#k>"}, rotate: &Rotate{Token: "t", Keys: []string{"a"}}, want: []Problem{rot("a", "rotate.keys names a, which is <ref:m/o#k>, not generated: only <random:N>, <hex:N>, <uuid> and <age:secret> rotate")}},
+		{name: "rotation of a bcrypt", data: m{"p": "x", "a": "<bcrypt:p>"}, rotate: &Rotate{Token: "t", Keys: []string{"a"}}, want: []Problem{rot("a", "rotate.keys names a, which is <bcrypt:p>, not generated: only <random:N>, <hex:N>, <uuid> and <age:secret> rotate")}},
+		{name: "rotation of an age public", data: m{"s": "<age:secret>", "a": "<age:public>"}, rotate: &Rotate{Token: "t", Keys: []string{"a"}}, want: []Problem{rot("a", "rotate.keys names an <age:public>: list its <age:secret> instead, the pair rotates together")}},
+		{name: "rotation of a malformed key: one problem", data: m{"a": "<random:0>"}, rotate: &Rotate{Token: "t", Keys: []string{"a"}}, want: []Problem{spec("a", errRandom)}},
+
+		// Everything at once, sorted by key.
+		{name: "all at once", path: "bad", data: m{"z": nil, "a.b": "x", "h": "<bcrypt:nope>", "p": "<age:public>"}, rotate: &Rotate{Keys: []string{"q"}}, want: []Problem{
+			rot("", "rotate.token is empty: rotation needs a token"),
+			spec("", "spec.path must be mount/path: at least two non-empty segments separated by '/', no '#'"),
+			spec("a.b", `key name "a.b" contains a dot: nest maps instead`),
+			spec("h", `<bcrypt:nope> hashes nope, which data does not declare (a key filled by hand is declared as "")`),
+			spec("p", "<age:public> needs an <age:secret> in the same object"),
+			rot("q", `rotate.keys names "q", which data does not declare`),
+			spec("z", `null is not a value: leaves are strings, numbers or booleans ("" for a value filled by hand)`),
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := own
+			switch tt.path {
+			case "":
+			case "-":
+				path = ""
+			default:
+				path = tt.path
+			}
+			got := Analyse(Object{Path: path, Data: tt.data, Rotate: tt.rotate})
+			if diff := cmp.Diff(tt.want, got.Problems); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestAnalyseRotationKeys(t *testing.T) {
+	data := map[string]any{"r": "<random:8>", "a": map[string]any{"h": "<hex:2>"}, "s": "<age:secret>", "p": "<age:public>", "u": "<uuid>", "x": "plain"}
+	tests := []struct {
+		name   string
+		rotate *Rotate
+		want   []string
+	}{
+		{name: "no rotate", rotate: nil, want: nil},
+		{name: "every generated key", rotate: &Rotate{Token: "t"}, want: []string{"a.h", "r", "s", "u"}},
+		{name: "listed keys, sorted", rotate: &Rotate{Token: "t", Keys: []string{"u", "a.h"}}, want: []string{"a.h", "u"}},
+		{name: "duplicates once", rotate: &Rotate{Token: "t", Keys: []string{"r", "r"}}, want: []string{"r"}},
+		{name: "the age pair through its secret", rotate: &Rotate{Token: "t", Keys: []string{"s"}}, want: []string{"s"}},
+		{name: "invalid keys left out", rotate: &Rotate{Token: "t", Keys: []string{"x", "r", "nope"}}, want: []string{"r"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Analyse(Object{Path: own, Data: data, Rotate: tt.rotate})
+			if diff := cmp.Diff(tt.want, got.RotationKeys); diff != "" {
+				t.Errorf("RotationKeys (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestProblemString(t *testing.T) {
+	tests := []struct {
+		name string
+		in   Problem
+		want string
+	}{
+		{name: "with key", in: spec("a.b", "broken"), want: "a.b: broken"},
+		{name: "without key", in: spec("", "broken"), want: "broken"},
+		{name: "object is not part of it", in: Problem{Reason: ReasonRefCycle, Object: "ns/n", Message: "cycle"}, want: "cycle"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.in.String(); got != tt.want {
+				t.Errorf("String() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,311 @@
+package templating
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Actions of a [Change], named as in the reconciler's plan and in the
+// Drifted condition (product document, "Conditions").
+const (
+	// ActionCreateField writes a declared key that the path lacks.
+	ActionCreateField = "create-field"
+	// ActionUpdateField rewrites a reference that no longer equals its
+	// source, or a derived key that no longer matches its source.
+	ActionUpdateField = "update-field"
+	// ActionRotate regenerates a generated key that the path has.
+	ActionRotate = "rotate"
+)
+
+// FillInput is what [Generator.Fill] needs besides the analysis.
+type FillInput struct {
+	// Current are the values on the path now, flattened ([Flatten]): a key
+	// present in the map exists on the path, whatever its value.
+	Current map[string]any
+	// Regenerate are generated keys to regenerate although present
+	// (rotation): usually Analysis.RotationKeys when the token changed.
+	Regenerate []string
+	// Refs are the resolved source values, as strings ([Stringify]), of
+	// every reference key to another path, by the reference's key. The
+	// caller resolves them (a missing or empty source is RefPending and
+	// should not reach Fill). References to the object's own path are
+	// resolved by Fill and need no entry.
+	Refs map[string]string
+}
+
+// Change is one key that Fill changes.
+type Change struct {
+	// Key is the dotted key path.
+	Key string
+	// Action is ActionCreateField, ActionUpdateField or ActionRotate.
+	Action string
+}
+
+// FillResult is what [Generator.Fill] computed.
+type FillResult struct {
+	// Values are the new values of the changed keys, by dotted key path:
+	// plain keys keep their declared type (string, bool, number), every
+	// other kind is a string. Never nil. Apply them with [SetPath].
+	Values map[string]any
+	// Changes are the changed keys with their action, sorted by key; nil
+	// when nothing changes.
+	Changes []Change
+}
+
+// EmptySourceError is returned by Fill when a key derives from an empty or
+// missing value: a bcrypt of an empty key (typically a placeholder "" not
+// filled in yet), or a reference whose source is empty. The object cannot
+// be completed until the source is filled in (product document,
+// "Conditions": Stalled, checked again at every resync).
+type EmptySourceError struct {
+	// Key is the bcrypt or reference key.
+	Key string
+	// Source is the dotted key path it derives from, or "mount/path#key"
+	// for a reference to another path.
+	Source string
+}
+
+// Error names both keys, never a value.
+func (e *EmptySourceError) Error() string {
+	return fmt.Sprintf("templating: %s derives from %s, which is empty", e.Key, e.Source)
+}
+
+// InvalidValueError is returned by Fill when a value on the path cannot be
+// used to derive another: a stored age secret that does not parse, or a
+// bcrypt source longer than 72 bytes. It never holds the value.
+type InvalidValueError struct {
+	// Key is the dotted key path of the unusable value.
+	Key string
+	// Reason says what is wrong, in plain English, without the value.
+	Reason string
+}
+
+// Error names the key and the reason, never the value.
+func (e *InvalidValueError) Error() string {
+	return fmt.Sprintf("templating: the value of %s %s", e.Key, e.Reason)
+}
+
+// ShapeConflictError is returned by Fill when creating a declared key would
+// overwrite another key of the path: a value stored where the declared tree
+// has a map (Conflict is a prefix of Key), or a map stored where it has a
+// leaf (Conflict is a key under Key). A key that exists is never
+// overwritten (product document, "Seed once"), so someone must move it.
+type ShapeConflictError struct {
+	// Key is the declared key Fill would create.
+	Key string
+	// Conflict is the key on the path in the way.
+	Conflict string
+}
+
+// Error names both keys, never a value.
+func (e *ShapeConflictError) Error() string {
+	return fmt.Sprintf("templating: cannot create %s without overwriting %s on the path", e.Key, e.Conflict)
+}
+
+// Fill computes the values of one path that must change, in dependency
+// order: a key comes after the keys it derives from (bcrypt source, age
+// secret, reference to the own path), otherwise in key order, which is also
+// the order in which generated values consume g.Rand (product document,
+// "What the controller does with a path", "Seed once" and "References
+// follow their source"):
+//   - plain (including ""): created with the declared value when absent,
+//     never touched when present, whatever its value;
+//   - generated: created when absent; regenerated (rotate) when present and
+//     listed in in.Regenerate;
+//   - ref: created when absent; updated when its stored value, as a string,
+//     differs from its source (in.Refs, or the same path's new or current
+//     value for a reference to the own path);
+//   - bcrypt: created when absent; updated when its source changes in this
+//     Fill, or when the stored hash no longer matches the source's current
+//     value ([Generator.Matches], so an unchanged pair costs no new salt);
+//   - age-public: created when absent; updated when it differs from the
+//     public key of the object's age-secret (new or current), so a rotated
+//     secret takes its public with it.
+//
+// Errors: an analysis with problems, a Regenerate key that is not a
+// generated leaf, a failing Rand, [*EmptySourceError] (a bcrypt or a
+// reference of an empty or missing source), [*InvalidValueError] (a stored
+// age secret that does not parse, a bcrypt source over 72 bytes) and
+// [*ShapeConflictError]. No error contains a value.
+func (g Generator) Fill(a Analysis, in FillInput) (FillResult, error) {
+	if n := len(a.Problems); n > 0 {
+		return FillResult{}, fmt.Errorf("templating: Fill needs an analysis without problems, this one has %d", n)
+	}
+	regen := make(map[string]bool, len(in.Regenerate))
+	for _, k := range in.Regenerate {
+		if !a.Leaves[k].Generated() {
+			return FillResult{}, fmt.Errorf("templating: cannot regenerate %s: not a generated key of the object", k)
+		}
+		regen[k] = true
+	}
+	f := filler{g: g, a: a, in: in, res: FillResult{Values: make(map[string]any)}, under: make(map[string]string)}
+	for k := range in.Current {
+		for i := strings.LastIndexByte(k, '.'); i > 0; i = strings.LastIndexByte(k[:i], '.') {
+			if u, ok := f.under[k[:i]]; !ok || k < u {
+				f.under[k[:i]] = k
+			}
+		}
+	}
+	order, secret := fillOrder(a)
+	f.secret = secret
+	for _, k := range order {
+		if err := f.fill(k, regen[k]); err != nil {
+			return FillResult{}, err
+		}
+	}
+	sort.Slice(f.res.Changes, func(i, j int) bool { return f.res.Changes[i].Key < f.res.Changes[j].Key })
+	return f.res, nil
+}
+
+type filler struct {
+	g      Generator
+	a      Analysis
+	in     FillInput
+	res    FillResult
+	secret string            // the age-secret key, "" when none
+	under  map[string]string // prefix of a current key -> smallest current key under it
+}
+
+// value is k's new value when it changes in this Fill, else its current
+// one.
+func (f *filler) value(k string) (v any, ok bool, changed bool) {
+	if v, ok := f.res.Values[k]; ok {
+		return v, true, true
+	}
+	v, ok = f.in.Current[k]
+	return v, ok, false
+}
+
+func (f *filler) set(k, action string, v any) error {
+	if action == ActionCreateField {
+		if u, ok := f.under[k]; ok {
+			return &ShapeConflictError{Key: k, Conflict: u}
+		}
+		for i := strings.LastIndexByte(k, '.'); i > 0; i = strings.LastIndexByte(k[:i], '.') {
+			if _, ok := f.in.Current[k[:i]]; ok {
+				return &ShapeConflictError{Key: k, Conflict: k[:i]}
+			}
+		}
+	}
+	f.res.Values[k] = v
+	f.res.Changes = append(f.res.Changes, Change{Key: k, Action: action})
+	return nil
+}
+
+func (f *filler) fill(k string, regenerate bool) error {
+	l := f.a.Leaves[k]
+	cur, present := f.in.Current[k]
+	create := func(v any) error { return f.set(k, ActionCreateField, v) }
+	switch {
+	case l.Kind == KindPlain:
+		if !present {
+			return create(l.Value)
+		}
+	case l.Generated():
+		if present && !regenerate {
+			return nil
+		}
+		v, err := f.g.Generate(l)
+		if err != nil {
+			return err
+		}
+		if present {
+			return f.set(k, ActionRotate, v)
+		}
+		return create(v)
+	case l.Kind == KindRef:
+		src, ok := f.in.Refs[k]
+		source := l.Ref.String()
+		if l.Ref.Path == f.a.Path {
+			v, found, _ := f.value(l.Ref.Key)
+			src, ok, source = Stringify(v), found, l.Ref.Key
+		}
+		if !ok || src == "" {
+			return &EmptySourceError{Key: k, Source: source}
+		}
+		switch {
+		case !present:
+			return create(src)
+		case Stringify(cur) != src:
+			return f.set(k, ActionUpdateField, src)
+		}
+	case l.Kind == KindBcrypt:
+		v, ok, changed := f.value(l.Source)
+		src := Stringify(v)
+		if !ok || src == "" {
+			return &EmptySourceError{Key: k, Source: l.Source}
+		}
+		if len(src) > MaxBcryptInput {
+			return &InvalidValueError{Key: l.Source, Reason: "is longer than 72 bytes, the most bcrypt accepts"}
+		}
+		action := ActionUpdateField
+		switch {
+		case !present:
+			action = ActionCreateField
+		case !changed && f.g.Matches(l, Stringify(cur), src):
+			return nil
+		}
+		h, err := f.g.Bcrypt(src)
+		if err != nil {
+			return err
+		}
+		return f.set(k, action, h)
+	case l.Kind == KindAgePublic:
+		v, _, _ := f.value(f.secret)
+		pub, err := AgePublic(Stringify(v))
+		if err != nil {
+			return &InvalidValueError{Key: f.secret, Reason: "is not an age X25519 secret key (AGE-SECRET-KEY-1…)"}
+		}
+		switch {
+		case !present:
+			return create(pub)
+		case Stringify(cur) != pub:
+			return f.set(k, ActionUpdateField, pub)
+		}
+	default:
+		return errors.New("templating: unknown leaf kind " + string(l.Kind) + " at " + k)
+	}
+	return nil
+}
+
+// fillOrder returns the keys of a.Leaves so that every key comes after the
+// keys it derives from (bcrypt source, age secret, reference to the own
+// path), ties in key order, and the age-secret key ("" when none).
+func fillOrder(a Analysis) (order []string, secret string) {
+	keys := make([]string, 0, len(a.Leaves))
+	for k := range a.Leaves {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if a.Leaves[k].Kind == KindAgeSecret {
+			secret = k
+			break
+		}
+	}
+	state := make(map[string]int8, len(keys)) // 1 visiting, 2 done
+	var visit func(k string)
+	visit = func(k string) {
+		l, ok := a.Leaves[k]
+		if !ok || state[k] != 0 {
+			return
+		}
+		state[k] = 1
+		switch {
+		case l.Kind == KindBcrypt:
+			visit(l.Source)
+		case l.Kind == KindAgePublic:
+			visit(secret)
+		case l.Kind == KindRef && l.Ref.Path == a.Path:
+			visit(l.Ref.Key)
+		}
+		state[k] = 2
+		order = append(order, k)
+	}
+	for _, k := range keys {
+		visit(k)
+	}
+	return order, secret
+}

@@ -1,0 +1,379 @@
+package templating
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"testing/cryptotest"
+
+	"github.com/google/go-cmp/cmp"
+	"golang.org/x/crypto/bcrypt"
+)
+
+const (
+	zeroRandom8 = "AAAAAAAA"
+	zeroUUID    = "00000000-0000-4000-8000-000000000000"
+)
+
+func fillGenerator() Generator {
+	return Generator{Rand: constReader(0), BcryptCost: bcrypt.MinCost}
+}
+
+// allKinds declares every kind of leaf.
+func allKinds() map[string]any {
+	return map[string]any{
+		"user": "admin", "n": json.Number("3"), "b": true, "ph": "",
+		"pw": "<random:8>", "hx": "<hex:4>", "id": "<uuid>",
+		"as": "<age:secret>", "ap": "<age:public>",
+		"h": "<bcrypt:pw>", "x": "<ref:m/other#k>", "self": "<ref:m/own#pw>",
+	}
+}
+
+func mustHash(t *testing.T, src string) string {
+	t.Helper()
+	h, err := fillGenerator().Bcrypt(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// normaliseHashes replaces every bcrypt value of got that verifies against
+// the source named by want ("bcrypt:<source value>") with want's value.
+func normaliseHashes(a Analysis, got, want map[string]any) {
+	for k, v := range got {
+		w, ok := want[k].(string)
+		if a.Leaves[k].Kind != KindBcrypt || !ok || !strings.HasPrefix(w, "bcrypt:") {
+			continue
+		}
+		if bcrypt.CompareHashAndPassword([]byte(v.(string)), []byte(strings.TrimPrefix(w, "bcrypt:"))) == nil {
+			got[k] = w
+		}
+	}
+}
+
+func TestFill(t *testing.T) {
+	type m = map[string]any
+	hashStored := mustHash(t, "stored-pw")
+	hashOld := mustHash(t, "old")
+	hash1234 := mustHash(t, "1234")
+	complete := func() m {
+		return m{
+			"user": "admin", "n": json.Number("3"), "b": true, "ph": "",
+			"pw": "stored-pw", "hx": "abcd", "id": "11111111-1111-4111-8111-111111111111",
+			"as": seqAgeSecret, "ap": seqAgePublic, "h": hashStored, "x": "copied", "self": "stored-pw",
+		}
+	}
+	with := func(base m, kv ...any) m {
+		for i := 0; i < len(kv); i += 2 {
+			if kv[i+1] == nil {
+				delete(base, kv[i].(string))
+				continue
+			}
+			base[kv[i].(string)] = kv[i+1]
+		}
+		return base
+	}
+	create := func(k string) Change { return Change{Key: k, Action: ActionCreateField} }
+	update := func(k string) Change { return Change{Key: k, Action: ActionUpdateField} }
+	rotate := func(k string) Change { return Change{Key: k, Action: ActionRotate} }
+	tests := []struct {
+		name string
+		data m
+		in   FillInput
+		want FillResult
+	}{
+		{
+			name: "empty path: everything is created",
+			data: allKinds(),
+			in:   FillInput{Refs: map[string]string{"x": "copied"}},
+			want: FillResult{
+				Values: m{
+					"user": "admin", "n": json.Number("3"), "b": true, "ph": "",
+					"pw": zeroRandom8, "hx": "0000", "id": zeroUUID, "as": seededAgeSecret, "ap": seededAgePublic,
+					"h": "bcrypt:" + zeroRandom8, "x": "copied", "self": zeroRandom8,
+				},
+				Changes: []Change{create("ap"), create("as"), create("b"), create("h"), create("hx"), create("id"), create("n"), create("ph"), create("pw"), create("self"), create("user"), create("x")},
+			},
+		},
+		{
+			name: "complete path: nothing changes",
+			data: allKinds(),
+			in:   FillInput{Current: complete(), Refs: map[string]string{"x": "copied"}},
+			want: FillResult{Values: m{}},
+		},
+		{
+			name: "plain values present with other values are left alone",
+			data: allKinds(),
+			in:   FillInput{Current: with(complete(), "user", "someone", "ph", "typed by hand", "n", "x", "b", 1.0), Refs: map[string]string{"x": "copied"}},
+			want: FillResult{Values: m{}},
+		},
+		{
+			name: "generated values present with other values are left alone",
+			data: allKinds(),
+			in:   FillInput{Current: with(complete(), "hx", "not hex", "id", 7.0), Refs: map[string]string{"x": "copied"}},
+			want: FillResult{Values: m{}},
+		},
+		{
+			name: "missing keys only",
+			data: allKinds(),
+			in:   FillInput{Current: with(complete(), "user", nil, "hx", nil, "ph", nil), Refs: map[string]string{"x": "copied"}},
+			want: FillResult{Values: m{"user": "admin", "hx": "0000", "ph": ""}, Changes: []Change{create("hx"), create("ph"), create("user")}},
+		},
+		{
+			name: "rotation regenerates and its dependants follow",
+			data: allKinds(),
+			in:   FillInput{Current: complete(), Regenerate: []string{"pw", "id"}, Refs: map[string]string{"x": "copied"}},
+			want: FillResult{
+				Values:  m{"pw": zeroRandom8, "id": zeroUUID, "h": "bcrypt:" + zeroRandom8, "self": zeroRandom8},
+				Changes: []Change{update("h"), rotate("id"), rotate("pw"), update("self")},
+			},
+		},
+		{
+			name: "rotating the age secret takes the public with it",
+			data: allKinds(),
+			in:   FillInput{Current: complete(), Regenerate: []string{"as"}, Refs: map[string]string{"x": "copied"}},
+			want: FillResult{Values: m{"as": seededAgeSecret, "ap": seededAgePublic}, Changes: []Change{update("ap"), rotate("as")}},
+		},
+		{
+			name: "rotating a missing key creates it",
+			data: m{"pw": "<random:8>"},
+			in:   FillInput{Regenerate: []string{"pw"}},
+			want: FillResult{Values: m{"pw": zeroRandom8}, Changes: []Change{create("pw")}},
+		},
+		{
+			name: "references follow their source, compared as strings",
+			data: m{"x": "<ref:m/o#a>", "y": "<ref:m/o#b>", "z": "<ref:m/o#c>"},
+			in:   FillInput{Current: m{"x": "old", "y": json.Number("42"), "z": true}, Refs: map[string]string{"x": "new", "y": "42", "z": "true"}},
+			want: FillResult{Values: m{"x": "new"}, Changes: []Change{update("x")}},
+		},
+		{
+			name: "a hash that stopped matching is rewritten",
+			data: allKinds(),
+			in:   FillInput{Current: with(complete(), "h", hashOld), Refs: map[string]string{"x": "copied"}},
+			want: FillResult{Values: m{"h": "bcrypt:stored-pw"}, Changes: []Change{update("h")}},
+		},
+		{
+			name: "a stored value that is no hash is rewritten",
+			data: allKinds(),
+			in:   FillInput{Current: with(complete(), "h", 12.0), Refs: map[string]string{"x": "copied"}},
+			want: FillResult{Values: m{"h": "bcrypt:stored-pw"}, Changes: []Change{update("h")}},
+		},
+		{
+			name: "a missing hash of a present source is created",
+			data: allKinds(),
+			in:   FillInput{Current: with(complete(), "h", nil), Refs: map[string]string{"x": "copied"}},
+			want: FillResult{Values: m{"h": "bcrypt:stored-pw"}, Changes: []Change{create("h")}},
+		},
+		{
+			name: "hash of a number, through its string",
+			data: m{"pin": 1234.0, "h": "<bcrypt:pin>"},
+			in:   FillInput{Current: m{"pin": json.Number("1234"), "h": hash1234}},
+			want: FillResult{Values: m{}},
+		},
+		{
+			name: "hash of a reference whose source changed",
+			data: m{"x": "<ref:m/o#k>", "h": "<bcrypt:x>"},
+			in:   FillInput{Current: m{"x": "old", "h": hashOld}, Refs: map[string]string{"x": "new"}},
+			want: FillResult{Values: m{"x": "new", "h": "bcrypt:new"}, Changes: []Change{update("h"), update("x")}},
+		},
+		{
+			name: "hash of a placeholder filled by hand",
+			data: m{"ph": "", "h": "<bcrypt:ph>"},
+			in:   FillInput{Current: m{"ph": "typed"}},
+			want: FillResult{Values: m{"h": "bcrypt:typed"}, Changes: []Change{create("h")}},
+		},
+		{
+			name: "a wrong age public is rewritten",
+			data: allKinds(),
+			in:   FillInput{Current: with(complete(), "ap", zeroAgePublic), Refs: map[string]string{"x": "copied"}},
+			want: FillResult{Values: m{"ap": seqAgePublic}, Changes: []Change{update("ap")}},
+		},
+		{
+			name: "a missing age public is derived from the stored secret",
+			data: allKinds(),
+			in:   FillInput{Current: with(complete(), "ap", nil), Refs: map[string]string{"x": "copied"}},
+			want: FillResult{Values: m{"ap": seqAgePublic}, Changes: []Change{create("ap")}},
+		},
+		{
+			name: "chain of references to the own path, in dependency order",
+			data: m{"a": "<ref:m/own#b>", "b": "<ref:m/own#c>", "c": "<random:8>", "d": "<bcrypt:a>"},
+			in:   FillInput{},
+			want: FillResult{Values: m{"a": zeroRandom8, "b": zeroRandom8, "c": zeroRandom8, "d": "bcrypt:" + zeroRandom8}, Changes: []Change{create("a"), create("b"), create("c"), create("d")}},
+		},
+		{
+			name: "reference to a placeholder of the own path filled by hand",
+			data: m{"ph": "", "c": "<ref:m/own#ph>"},
+			in:   FillInput{Current: m{"ph": "typed"}},
+			want: FillResult{Values: m{"c": "typed"}, Changes: []Change{create("c")}},
+		},
+		{
+			name: "new key next to hand-made keys of a map",
+			data: m{"admin": m{"user": "admin"}},
+			in:   FillInput{Current: m{"admin.other": "hand-made", "x": "y"}},
+			want: FillResult{Values: m{"admin.user": "admin"}, Changes: []Change{create("admin.user")}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// age secrets come from crypto/rand: seeded, not parallel.
+			cryptotest.SetGlobalRandom(t, 1)
+			a := Analyse(Object{Path: own, Data: tt.data})
+			if a.Problems != nil {
+				t.Fatalf("analysis: %v", a.Problems)
+			}
+			before := Flatten(tt.in.Current)
+			got, err := fillGenerator().Fill(a, tt.in)
+			if err != nil {
+				t.Fatalf("Fill: %v", err)
+			}
+			normaliseHashes(a, got.Values, tt.want.Values)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Fill (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(before, Flatten(tt.in.Current)); diff != "" {
+				t.Errorf("Fill changed its input (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestFillErrors(t *testing.T) {
+	type m = map[string]any
+	tests := []struct {
+		name     string
+		analysis Analysis // when Leaves is nil: Analyse(data)
+		data     m
+		gen      Generator
+		in       FillInput
+		wantErr  string
+		wantAs   any
+	}{
+		{name: "analysis with problems", data: m{"a": nil, "b": "<hex:3>"}, wantErr: "templating: Fill needs an analysis without problems, this one has 2"},
+		{name: "regenerate a plain key", data: m{"a": "x"}, in: FillInput{Regenerate: []string{"a"}}, wantErr: "templating: cannot regenerate a: not a generated key of the object"},
+		{name: "regenerate an undeclared key", data: m{"a": "x"}, in: FillInput{Regenerate: []string{"b"}}, wantErr: "templating: cannot regenerate b: not a generated key of the object"},
+		{name: "hash of a placeholder not filled in", data: m{"ph": "", "h": "<bcrypt:ph>"}, wantErr: "templating: h derives from ph, which is empty", wantAs: &EmptySourceError{Key: "h", Source: "ph"}},
+		{name: "hash of an emptied key", data: m{"pw": "<random:8>", "h": "<bcrypt:pw>"}, in: FillInput{Current: m{"pw": ""}}, wantErr: "templating: h derives from pw, which is empty", wantAs: &EmptySourceError{Key: "h", Source: "pw"}},
+		{name: "reference not resolved", data: m{"x": "<ref:m/o#k>"}, wantErr: "templating: x derives from m/o#k, which is empty", wantAs: &EmptySourceError{Key: "x", Source: "m/o#k"}},
+		{name: "reference resolved empty", data: m{"x": "<ref:m/o#k>"}, in: FillInput{Refs: map[string]string{"x": ""}}, wantErr: "templating: x derives from m/o#k, which is empty", wantAs: &EmptySourceError{Key: "x", Source: "m/o#k"}},
+		{name: "reference to an empty placeholder of the own path", data: m{"ph": "", "c": "<ref:m/own#ph>"}, wantErr: "templating: c derives from ph, which is empty", wantAs: &EmptySourceError{Key: "c", Source: "ph"}},
+		{name: "hash of a value over 72 bytes", data: m{"pw": "", "h": "<bcrypt:pw>"}, in: FillInput{Current: m{"pw": strings.Repeat("s", 73)}}, wantErr: "templating: the value of pw is longer than 72 bytes, the most bcrypt accepts", wantAs: &InvalidValueError{Key: "pw", Reason: "is longer than 72 bytes, the most bcrypt accepts"}},
+		{name: "stored age secret unparsable", data: m{"s": "<age:secret>", "p": "<age:public>"}, in: FillInput{Current: m{"s": "AGE-SECRET-KEY-1BROKEN"}}, wantErr: "templating: the value of s is not an age X25519 secret key (AGE-SECRET-KEY-1…)", wantAs: &InvalidValueError{Key: "s", Reason: "is not an age X25519 secret key (AGE-SECRET-KEY-1…)"}},
+		{name: "stored age secret unparsable, public present", data: m{"s": "<age:secret>", "p": "<age:public>"}, in: FillInput{Current: m{"s": 5.0, "p": seqAgePublic}}, wantErr: "templating: the value of s is not an age X25519 secret key (AGE-SECRET-KEY-1…)", wantAs: &InvalidValueError{Key: "s", Reason: "is not an age X25519 secret key (AGE-SECRET-KEY-1…)"}},
+		{name: "a value where the declared tree has a map", data: m{"admin": m{"user": "admin"}}, in: FillInput{Current: m{"admin": "hand-made"}}, wantErr: "templating: cannot create admin.user without overwriting admin on the path", wantAs: &ShapeConflictError{Key: "admin.user", Conflict: "admin"}},
+		{name: "a map where the declared tree has a value", data: m{"admin": "<uuid>"}, in: FillInput{Current: m{"admin.z": "1", "admin.b.c": "2"}}, wantErr: "templating: cannot create admin without overwriting admin.b.c on the path", wantAs: &ShapeConflictError{Key: "admin", Conflict: "admin.b.c"}},
+		{name: "randomness fails", data: m{"a": "<uuid>"}, gen: Generator{Rand: &bytesThenFail{}}, wantErr: "templating: reading randomness: broken reader"},
+		{name: "bcrypt fails", data: m{"pw": "x", "h": "<bcrypt:pw>"}, gen: Generator{BcryptCost: 40}, wantErr: "templating: bcrypt: crypto/bcrypt: cost 40 is outside allowed inclusive range 4..31"},
+		{name: "leaf of no kind", analysis: Analysis{Leaves: map[string]Leaf{"a": {}}}, wantErr: "templating: unknown leaf kind  at a"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := tt.analysis
+			if a.Leaves == nil {
+				a = Analyse(Object{Path: own, Data: tt.data})
+			}
+			g := tt.gen
+			if g.Rand == nil {
+				g.Rand = constReader(0)
+			}
+			got, err := g.Fill(a, tt.in)
+			if diff := cmp.Diff(tt.wantErr, errString(err)); diff != "" {
+				t.Errorf("error (-want +got):\n%s", diff)
+			}
+			switch want := tt.wantAs.(type) {
+			case *EmptySourceError:
+				var e *EmptySourceError
+				if !errors.As(err, &e) || *e != *want {
+					t.Errorf("error %#v, want %#v", err, want)
+				}
+			case *InvalidValueError:
+				var e *InvalidValueError
+				if !errors.As(err, &e) || *e != *want {
+					t.Errorf("error %#v, want %#v", err, want)
+				}
+			case *ShapeConflictError:
+				var e *ShapeConflictError
+				if !errors.As(err, &e) || *e != *want {
+					t.Errorf("error %#v, want %#v", err, want)
+				}
+			}
+			if diff := cmp.Diff(FillResult{}, got); diff != "" {
+				t.Errorf("result with an error (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestFillUsesHashCache(t *testing.T) {
+	a := Analyse(Object{Path: own, Data: map[string]any{"pw": "x", "h": "<bcrypt:pw>"}})
+	g := fillGenerator()
+	g.Cache = NewHashCache(constReader(3), 8)
+	in := FillInput{Current: map[string]any{"pw": "secret", "h": mustHash(t, "secret")}}
+	for i := range 3 {
+		got, err := g.Fill(a, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Changes != nil {
+			t.Errorf("resync %d changes %v", i, got.Changes)
+		}
+	}
+	if g.Cache.Len() != 1 {
+		t.Errorf("cache holds %d pairs, want 1", g.Cache.Len())
+	}
+}
+
+// applyFill writes r into tree and returns the flattened result.
+func applyFill(tree map[string]any, r FillResult) map[string]any {
+	for k, v := range r.Values {
+		SetPath(tree, k, v)
+	}
+	return Flatten(tree)
+}
+
+func TestFillIsQuietOnceApplied(t *testing.T) {
+	data := allKinds()
+	data["nested"] = map[string]any{"a": "<hex:8>", "b": map[string]any{"c": "<ref:m/own#nested.a>"}}
+	a := Analyse(Object{Path: own, Data: data, Rotate: &Rotate{Token: "t"}})
+	g := Generator{Rand: chacha(9), BcryptCost: bcrypt.MinCost}
+	refs := map[string]string{"x": "copied"}
+	tree := map[string]any{}
+	first, err := g.Fill(a, FillInput{Refs: refs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	current := applyFill(tree, first)
+	if len(first.Changes) != len(a.Keys) {
+		t.Errorf("first Fill changed %d keys, want all %d", len(first.Changes), len(a.Keys))
+	}
+	second, err := g.Fill(a, FillInput{Current: current, Refs: refs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Changes != nil {
+		t.Errorf("a resync changes %v", second.Changes)
+	}
+	// A rotation, applied, is quiet too, and everything derived followed.
+	rotated, err := g.Fill(a, FillInput{Current: current, Regenerate: a.RotationKeys, Refs: refs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	current = applyFill(tree, rotated)
+	if current["self"] != current["pw"] || current["nested.b.c"] != current["nested.a"] {
+		t.Errorf("references to the own path did not follow the rotation")
+	}
+	if pub, _ := AgePublic(current["as"].(string)); pub != current["ap"] {
+		t.Errorf("age public did not follow the rotation")
+	}
+	if bcrypt.CompareHashAndPassword([]byte(current["h"].(string)), []byte(current["pw"].(string))) != nil {
+		t.Errorf("hash did not follow the rotation")
+	}
+	third, err := g.Fill(a, FillInput{Current: current, Refs: refs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if third.Changes != nil {
+		t.Errorf("a resync after rotation changes %v", third.Changes)
+	}
+}

@@ -1,0 +1,114 @@
+package templating
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+func FuzzParseLeaf(f *testing.F) {
+	for _, s := range []string{
+		"", "x", "<", ">", "<>", "<<>>", "<random:24>", "<random:0>", "<random:4097>", "<random:x>",
+		"<hex:64>", "<hex:7>", "<uuid>", "<uuid:4>", "<age:secret>", "<age:public>", "<age:private>",
+		"<bcrypt:admin.password>", "<bcrypt:>", "<bcrypt:a..b>", "<ref:m/p#k.l>", "<ref:path-without-key>",
+		"<ref:onlymount#k>", "<foo:1>", "<Random:8>", "a<random:8>", "<random:8><hex:2>", "<ref:m/p#k#x>",
+		"<random:99999999999999999999>", "<\x00:1>", "<ünïcode:1>",
+	} {
+		f.Add(s)
+	}
+	known := []string{errRandom, errHex, errUUID, errAge, errBcrypt, errRef, errUnknown}
+	f.Fuzz(func(t *testing.T, s string) {
+		l, err := ParseLeaf(s)
+		if err != nil {
+			// Messages are fixed sentences: they cannot carry the input.
+			if !slices.Contains(known, err.Error()) {
+				t.Fatalf("unexpected message %q", err)
+			}
+			if l != (Leaf{}) {
+				t.Fatalf("leaf %+v with an error", l)
+			}
+			return
+		}
+		switch {
+		case l.Kind == KindPlain:
+			if l.Value != s || l.Template != "" {
+				t.Fatalf("plain leaf %+v of %q", l, s)
+			}
+		case l.Template != s:
+			t.Fatalf("template %q of %q", l.Template, s)
+		case l.Kind == KindRandom && (l.Length < 1 || l.Length > 4096),
+			l.Kind == KindHex && (l.Length < 2 || l.Length > 4096 || l.Length%2 != 0),
+			l.Kind == KindBcrypt && !validKeyPath(l.Source),
+			l.Kind == KindRef && (!ValidPath(l.Ref.Path) || !validKeyPath(l.Ref.Key)):
+			t.Fatalf("invalid leaf %+v accepted", l)
+		}
+		if l.Generated() {
+			v, err := Generator{Rand: constReader(0)}.Generate(l)
+			if err != nil || (l.Length > 0 && len(v) != l.Length) {
+				t.Fatalf("Generate(%+v) = %q, %v", l, v, err)
+			}
+		}
+	})
+}
+
+func FuzzAnalyse(f *testing.F) {
+	f.Add(`{"admin":{"username":"admin","password":"<random:24>","passwordHashed":"<bcrypt:admin.password>"},"webhook":""}`, "ohmlab/platforms/p/core/keycloak", "admin.password")
+	f.Add(`{"s":"<age:secret>","p":"<age:public>","x":"<ref:m/o#k>","c":"<ref:m/own#s>"}`, "m/own", "")
+	f.Add(`{"a":"<ref:m/own#b>","b":"<ref:m/own#a>","h":"<bcrypt:h>","n":null,"l":[1],"a.b":1,"":true}`, "m/own", "a,b,,n")
+	f.Add(`{"pw":"","h":"<bcrypt:pw>","k":{"x":1.5,"y":12345678901234567890}}`, "m", "pw")
+	f.Add(`{"a":{"b":{"c":{"d":"<hex:8>"}}},"e":"<uuid>","f":"<foo:1>"}`, "m/own", "a.b.c.d,e")
+	f.Fuzz(func(t *testing.T, data, path, keys string) {
+		var tree map[string]any
+		dec := json.NewDecoder(strings.NewReader(data))
+		dec.UseNumber()
+		if dec.Decode(&tree) != nil {
+			return
+		}
+		o := Object{Namespace: "ns", Name: "n", Path: path, Data: tree}
+		if keys != "" {
+			o.Rotate = &Rotate{Token: "t", Keys: strings.Split(keys, ",")}
+		}
+		a := Analyse(o)
+		if !slices.IsSorted(a.Keys) || len(a.Keys) != len(a.Leaves) || !slices.IsSorted(a.RefPaths) || !slices.IsSorted(a.RotationKeys) {
+			t.Fatalf("unsorted or inconsistent analysis: %+v", a)
+		}
+		for _, k := range a.Keys {
+			if _, ok := a.Leaves[k]; !ok {
+				t.Fatalf("key %q without leaf", k)
+			}
+		}
+		AnalyseSet([]Object{o, o})
+		if a.Problems != nil {
+			return
+		}
+		// A valid object fills without panic, and a filled path is quiet.
+		refs := map[string]string{}
+		for k, l := range a.Leaves {
+			if l.Kind == KindRef && l.Ref.Path != path {
+				refs[k] = "v"
+			}
+		}
+		g := Generator{Rand: constReader(1), BcryptCost: bcrypt.MinCost}
+		res, err := g.Fill(a, FillInput{Refs: refs, Regenerate: a.RotationKeys})
+		if err != nil {
+			var empty *EmptySourceError
+			var invalid *InvalidValueError
+			if !errors.As(err, &empty) && !errors.As(err, &invalid) {
+				t.Fatalf("Fill: %v", err)
+			}
+			return
+		}
+		current := applyFill(map[string]any{}, res)
+		again, err := g.Fill(a, FillInput{Current: current, Refs: refs})
+		if err != nil || again.Changes != nil {
+			var b bytes.Buffer
+			json.NewEncoder(&b).Encode(again.Changes)
+			t.Fatalf("second Fill: %v, changes %s", err, b.String())
+		}
+	})
+}

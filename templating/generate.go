@@ -1,0 +1,181 @@
+package templating
+
+import (
+	cryptorand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+
+	"filippo.io/age"
+	"github.com/google/uuid"
+	"golang.org/x/crypto/bcrypt"
+)
+
+// MaxBcryptInput is the longest input bcrypt accepts, in bytes.
+const MaxBcryptInput = 72
+
+// ErrBcryptInputTooLong is returned by [Generator.Bcrypt] for an input over
+// [MaxBcryptInput] bytes. bcrypt would silently ignore the rest.
+var ErrBcryptInputTooLong = errors.New("templating: bcrypt input is longer than 72 bytes")
+
+// Generator generates and derives values (product document, "Templates").
+// The zero value is usable: crypto/rand and bcrypt's default cost, no cache.
+//
+// Randomness comes from two places. random, hex and uuid values read
+// [Generator.Rand]. age secrets and bcrypt salts read crypto/rand: they are
+// made by libraries that take no reader (filippo.io/age's
+// [age.GenerateX25519Identity], golang.org/x/crypto/bcrypt), and this package
+// does not reimplement their encodings to feed them one. Tests that need
+// exact age or bcrypt output make crypto/rand deterministic with
+// testing/cryptotest.SetGlobalRandom.
+type Generator struct {
+	// Rand is the randomness of random, hex and uuid values: crypto/rand.Reader
+	// in production (used when nil), a deterministic reader in tests. age
+	// secrets and bcrypt salts never come from it (see [Generator]).
+	Rand io.Reader
+	// BcryptCost is the bcrypt cost (log2 of rounds); 0 (or anything below
+	// bcrypt.MinCost) means bcrypt.DefaultCost, 10. Above bcrypt.MaxCost,
+	// 31, hashing fails.
+	BcryptCost int
+	// Cache, when set, spares bcrypt's cost when [Generator.Matches] checks
+	// a (hash, source) pair it has verified before. May be nil.
+	Cache *HashCache
+}
+
+func (g Generator) rand() io.Reader {
+	if g.Rand == nil {
+		return cryptorand.Reader
+	}
+	return g.Rand
+}
+
+// Generate draws a new value for a generated leaf ([Leaf.Generated]):
+//   - random: Length characters from [A-Za-z0-9], uniform (rejection
+//     sampling, no modulo bias);
+//   - hex: Length lowercase hex characters (Length/2 random bytes);
+//   - uuid: a UUID version 4, "xxxxxxxx-xxxx-4xxx-[89ab]xxx-xxxxxxxxxxxx";
+//   - age-secret: an age X25519 identity "AGE-SECRET-KEY-1…" from
+//     [age.GenerateX25519Identity]; [AgePublic] gives its recipient.
+//
+// random, hex and uuid read g.Rand; age-secret reads crypto/rand, not g.Rand,
+// because the age library generates identities only from crypto/rand and
+// keeps its Bech32 encoding internal (see [Generator]).
+//
+// It returns an error for any other kind, a length outside the template's
+// range, or a failing Rand (wrapped; random, hex and uuid only).
+func (g Generator) Generate(l Leaf) (string, error) {
+	r := g.rand()
+	switch l.Kind {
+	case KindRandom:
+		if l.Length < MinRandomLength || l.Length > MaxRandomLength {
+			return "", errors.New("templating: random length must be from 1 to 4096")
+		}
+		return randomAlnum(r, l.Length)
+	case KindHex:
+		if l.Length < MinHexLength || l.Length > MaxHexLength || l.Length%2 != 0 {
+			return "", errors.New("templating: hex length must be even, from 2 to 4096")
+		}
+		b := make([]byte, l.Length/2)
+		if _, err := io.ReadFull(r, b); err != nil {
+			return "", fmt.Errorf("templating: reading randomness: %w", err)
+		}
+		return hex.EncodeToString(b), nil
+	case KindUUID:
+		u, err := uuid.NewRandomFromReader(r)
+		if err != nil {
+			return "", fmt.Errorf("templating: reading randomness: %w", err)
+		}
+		return u.String(), nil
+	case KindAgeSecret:
+		id, err := age.GenerateX25519Identity()
+		if err != nil {
+			return "", fmt.Errorf("templating: generating an age identity: %w", err)
+		}
+		return id.String(), nil
+	}
+	return "", fmt.Errorf("templating: %s leaves are not generated", l.Kind)
+}
+
+const alnum = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+
+// randomAlnum returns n characters of alnum. A byte b is used only when
+// b < 248 (= 4*62), so b%62 is uniform.
+func randomAlnum(r io.Reader, n int) (string, error) {
+	out := make([]byte, 0, n)
+	buf := make([]byte, n+n/8+8)
+	for len(out) < n {
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return "", fmt.Errorf("templating: reading randomness: %w", err)
+		}
+		for _, b := range buf {
+			if b >= 248 {
+				continue
+			}
+			out = append(out, alnum[b%62])
+			if len(out) == n {
+				break
+			}
+		}
+	}
+	return string(out), nil
+}
+
+// AgePublic returns the age X25519 recipient ("age1…") of an age X25519
+// identity ("AGE-SECRET-KEY-1…"). The error never contains the secret, nor
+// any part of it.
+func AgePublic(secret string) (string, error) {
+	id, err := age.ParseX25519Identity(secret)
+	if err != nil {
+		return "", errors.New("templating: not an age X25519 secret key (AGE-SECRET-KEY-1…)")
+	}
+	return id.Recipient().String(), nil
+}
+
+// Bcrypt returns the bcrypt hash ("$2a$<cost>$…", 60 characters) of src at
+// g.BcryptCost, with a fresh salt from crypto/rand. It returns
+// [ErrBcryptInputTooLong] when src is over 72 bytes. Errors never contain
+// src.
+func (g Generator) Bcrypt(src string) (string, error) {
+	if len(src) > MaxBcryptInput {
+		return "", ErrBcryptInputTooLong
+	}
+	cost := g.BcryptCost
+	if cost == 0 {
+		cost = bcrypt.DefaultCost
+	}
+	h, err := bcrypt.GenerateFromPassword([]byte(src), cost)
+	if err != nil {
+		return "", fmt.Errorf("templating: bcrypt: %w", err)
+	}
+	return string(h), nil
+}
+
+// Matches reports whether the stored value of a derived leaf still derives
+// from source (product document, "References follow their source": a hash
+// is rewritten only when it stops matching):
+//   - bcrypt: stored is a bcrypt hash of source (through g.Cache when set);
+//     false for a source over 72 bytes;
+//   - age-public: stored is AgePublic(source), source being the secret;
+//     false when source is not an age secret.
+//
+// It returns false for every other kind.
+func (g Generator) Matches(l Leaf, stored, source string) bool {
+	switch l.Kind {
+	case KindBcrypt:
+		if g.Cache != nil {
+			return g.Cache.Matches(stored, source)
+		}
+		return bcryptMatches(stored, source)
+	case KindAgePublic:
+		pub, err := AgePublic(source)
+		return err == nil && pub == stored
+	}
+	return false
+}
+
+// bcryptMatches is bcrypt.CompareHashAndPassword, refusing sources bcrypt
+// would truncate.
+func bcryptMatches(hash, source string) bool {
+	return len(source) <= MaxBcryptInput && bcrypt.CompareHashAndPassword([]byte(hash), []byte(source)) == nil
+}

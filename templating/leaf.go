@@ -1,0 +1,230 @@
+package templating
+
+import (
+	"errors"
+	"strings"
+)
+
+// Kind is the kind of a leaf of spec.data (product document, "Templates").
+type Kind string
+
+// Kinds of leaf. A template's kind is named after its template, except that
+// <age:secret> and <age:public> are two kinds.
+const (
+	// KindPlain is a plain value: any string that is not exactly one
+	// template (including ""), a number or a boolean. Seeded once, never
+	// overwritten.
+	KindPlain Kind = "plain"
+	// KindRandom is <random:N>: N characters from [A-Za-z0-9], N in 1..4096.
+	KindRandom Kind = "random"
+	// KindHex is <hex:N>: N lowercase hex characters, N even, 2..4096.
+	KindHex Kind = "hex"
+	// KindUUID is <uuid>: a random UUID version 4 in its 36-character form.
+	KindUUID Kind = "uuid"
+	// KindAgeSecret is <age:secret>: an age X25519 identity,
+	// "AGE-SECRET-KEY-1…" (74 characters).
+	KindAgeSecret Kind = "age-secret"
+	// KindAgePublic is <age:public>: the age X25519 recipient ("age1…", 62
+	// characters) of the object's single <age:secret>.
+	KindAgePublic Kind = "age-public"
+	// KindBcrypt is <bcrypt:key.path>: the bcrypt hash of another key of the
+	// same object.
+	KindBcrypt Kind = "bcrypt"
+	// KindRef is <ref:mount/path#key.path>: a copy of a key of a path,
+	// kept equal to its source.
+	KindRef Kind = "ref"
+)
+
+// Limits of <random:N> and <hex:N>, in characters.
+const (
+	MinRandomLength = 1
+	MaxRandomLength = 4096
+	MinHexLength    = 2
+	MaxHexLength    = 4096
+)
+
+// Ref is the source of a <ref:mount/path#key.path> leaf.
+type Ref struct {
+	// Path is "mount/path": at least two non-empty segments separated by
+	// "/", no leading or trailing "/", no "#".
+	Path string
+	// Key is the dotted key path of the source in that path ("a.b").
+	Key string
+}
+
+// String returns the reference as written in its template, "mount/path#key".
+func (r Ref) String() string { return r.Path + "#" + r.Key }
+
+// Leaf is one parsed leaf of spec.data.
+type Leaf struct {
+	// Kind says which of the fields below are set.
+	Kind Kind
+	// Template is the declared string of a template ("<random:24>"); "" for
+	// plain leaves.
+	Template string
+	// Value is the declared value of a plain leaf: string, bool, float64,
+	// int64, int or json.Number. Nil for templates. It may be a secret: never
+	// put it in a message.
+	Value any
+	// Length is N of <random:N> and <hex:N>, in characters.
+	Length int
+	// Source is the dotted key path hashed by a bcrypt leaf, in the same
+	// object.
+	Source string
+	// Ref is the source of a ref leaf.
+	Ref Ref
+}
+
+// Generated reports whether the leaf's value is drawn from randomness:
+// random, hex, uuid and age-secret. Only generated keys can be rotated.
+func (l Leaf) Generated() bool {
+	switch l.Kind {
+	case KindRandom, KindHex, KindUUID, KindAgeSecret:
+		return true
+	}
+	return false
+}
+
+// Derived reports whether the leaf's value is computed from another key of
+// the same object: bcrypt (from its Source) and age-public (from the
+// object's age-secret).
+func (l Leaf) Derived() bool {
+	return l.Kind == KindBcrypt || l.Kind == KindAgePublic
+}
+
+// templateList names every template, for messages.
+const templateList = "<random:N>, <hex:N>, <uuid>, <age:secret>, <age:public>, <bcrypt:key.path>, <ref:mount/path#key.path>"
+
+// ParseLeaf parses one string leaf of spec.data (product document,
+// "Templates").
+//
+// A string is template-shaped when it starts with "<", ends with ">", holds
+// no other "<" or ">", and its name (the text before the first ":", or all
+// of it) is a letter followed by letters, digits, "-" or "_". Any other
+// string, including "" and strings with text around a template, is a plain
+// leaf whose Value is s.
+//
+// A template-shaped string must be exactly one known template, with valid
+// arguments; otherwise ParseLeaf returns an error. That includes unknown
+// kinds such as "<foo:1>" and wrong case such as "<Random:8>": treating them
+// as plain would silently store the template text as a password, so a plain
+// value cannot have that shape.
+//
+// Errors are plain English and never repeat s or its arguments (a mistyped
+// template may be a secret): they name the template kind and its rule.
+func ParseLeaf(s string) (Leaf, error) {
+	if len(s) < 2 || s[0] != '<' || s[len(s)-1] != '>' {
+		return Leaf{Kind: KindPlain, Value: s}, nil
+	}
+	inner := s[1 : len(s)-1]
+	if strings.ContainsAny(inner, "<>") {
+		return Leaf{Kind: KindPlain, Value: s}, nil
+	}
+	name, args, hasArgs := strings.Cut(inner, ":")
+	if !isTemplateName(name) {
+		return Leaf{Kind: KindPlain, Value: s}, nil
+	}
+	switch name {
+	case "random":
+		n, ok := parseLength(args)
+		if !hasArgs || !ok || n < MinRandomLength || n > MaxRandomLength {
+			return Leaf{}, errors.New("<random:N> needs a decimal length N from 1 to 4096")
+		}
+		return Leaf{Kind: KindRandom, Template: s, Length: n}, nil
+	case "hex":
+		n, ok := parseLength(args)
+		if !hasArgs || !ok || n < MinHexLength || n > MaxHexLength || n%2 != 0 {
+			return Leaf{}, errors.New("<hex:N> needs an even decimal length N from 2 to 4096")
+		}
+		return Leaf{Kind: KindHex, Template: s, Length: n}, nil
+	case "uuid":
+		if hasArgs {
+			return Leaf{}, errors.New("<uuid> takes no argument")
+		}
+		return Leaf{Kind: KindUUID, Template: s}, nil
+	case "age":
+		switch {
+		case hasArgs && args == "secret":
+			return Leaf{Kind: KindAgeSecret, Template: s}, nil
+		case hasArgs && args == "public":
+			return Leaf{Kind: KindAgePublic, Template: s}, nil
+		}
+		return Leaf{}, errors.New("an age template must be <age:secret> or <age:public>")
+	case "bcrypt":
+		if !hasArgs || !validKeyPath(args) {
+			return Leaf{}, errors.New("<bcrypt:key.path> needs the dotted key path of another key of the same object (no empty segment)")
+		}
+		return Leaf{Kind: KindBcrypt, Template: s, Source: args}, nil
+	case "ref":
+		path, key, hasKey := strings.Cut(args, "#")
+		if !hasArgs || !hasKey || !ValidPath(path) || !validKeyPath(key) {
+			return Leaf{}, errors.New("<ref:mount/path#key.path> needs a path of at least two segments, then '#', then a dotted key path (no empty segment)")
+		}
+		return Leaf{Kind: KindRef, Template: s, Ref: Ref{Path: path, Key: key}}, nil
+	}
+	return Leaf{}, errors.New("unknown template kind (templates are lowercase: " + templateList + "); a plain value cannot have the shape <name> or <name:args>")
+}
+
+// isTemplateName reports whether name looks like a template kind: a letter,
+// then letters, digits, '-' or '_'.
+func isTemplateName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i, c := range []byte(name) {
+		letter := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		if i == 0 && !letter {
+			return false
+		}
+		if !letter && (c < '0' || c > '9') && c != '-' && c != '_' {
+			return false
+		}
+	}
+	return true
+}
+
+// parseLength parses a length argument: 1 to 5 decimal digits, nothing else
+// (no sign, no space). Longer digit strings are out of range anyway.
+func parseLength(s string) (int, bool) {
+	if s == "" || len(s) > 5 {
+		return 0, false
+	}
+	n := 0
+	for _, c := range []byte(s) {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
+}
+
+// ValidPath reports whether p is a KV path as spec.path and references
+// declare it: "mount/path", at least two non-empty segments separated by
+// "/", and no "#" (which separates a reference's path from its key).
+func ValidPath(p string) bool {
+	if strings.Contains(p, "#") {
+		return false
+	}
+	segs := strings.Split(p, "/")
+	if len(segs) < 2 {
+		return false
+	}
+	for _, s := range segs {
+		if s == "" {
+			return false
+		}
+	}
+	return true
+}
+
+// validKeyPath reports whether k is a dotted key path: one or more
+// non-empty key names separated by ".".
+func validKeyPath(k string) bool {
+	for _, s := range strings.Split(k, ".") {
+		if s == "" {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,104 @@
+package templating
+
+import (
+	"strings"
+	"testing"
+)
+
+// secret is a value that must never appear in a message.
+const secret = "Sup3rS3cretValue"
+
+func assertNoSecret(t *testing.T, what, msg string) {
+	t.Helper()
+	if strings.Contains(strings.ToLower(msg), strings.ToLower(secret)) {
+		t.Errorf("%s contains a value: %q", what, msg)
+	}
+}
+
+func TestNoValueInProblems(t *testing.T) {
+	type m = map[string]any
+	long := secret + strings.Repeat("x", 72)
+	objects := []Object{
+		{Namespace: "ns", Name: "a", Path: "m/a", Data: m{
+			"plain":    secret,
+			"long":     long,
+			"hashLong": "<bcrypt:long>",
+			"badRand":  "<random:" + secret + ">",
+			"badHex":   "<hex:" + secret + ">",
+			"badUUID":  "<uuid:" + secret + ">",
+			"badAge":   "<age:" + secret + ">",
+			"badBc":    "<bcrypt:" + secret + "..x>",
+			"badRef":   "<ref:" + secret + ">",
+			"unknown":  "<" + secret + ">",
+			"unknown2": "<" + secret + ":" + secret + ">",
+			"dot.key":  secret,
+			"":         secret,
+			"list":     []any{secret},
+			"other":    map[string]string{"k": secret},
+			"pub":      "<age:public>",
+			"nested":   m{"x.y": m{"z": "<random:" + secret + ">"}},
+			"rotated":  secret,
+		}, Rotate: &Rotate{Keys: []string{"rotated", "plain"}}},
+		{Namespace: "ns", Name: "a", Path: "m/a", Data: m{"k": "<ref:m/b#k>", "v": secret}},
+		{Namespace: "ns", Name: "b", Path: "m/b", Data: m{"k": "<ref:m/a#k>", "v": secret}},
+	}
+	var problems []Problem
+	for _, o := range objects {
+		problems = append(problems, Analyse(o).Problems...)
+	}
+	problems = append(problems, AnalyseSet(objects)...)
+	if len(problems) < 20 {
+		t.Fatalf("only %d problems: the test does not exercise them all", len(problems))
+	}
+	reasons := map[string]bool{}
+	for _, p := range problems {
+		reasons[p.Reason] = true
+		assertNoSecret(t, "problem", p.String())
+		assertNoSecret(t, "problem object", p.Object)
+	}
+	for _, r := range []string{ReasonInvalidSpec, ReasonInvalidRotation, ReasonRefCycle, ReasonDuplicatePath, ReasonDuplicateName} {
+		if !reasons[r] {
+			t.Errorf("no %s problem exercised", r)
+		}
+	}
+}
+
+func TestNoValueInErrors(t *testing.T) {
+	type m = map[string]any
+	g := fillGenerator()
+	var errs []error
+	add := func(err error) {
+		if err == nil {
+			t.Errorf("expected an error")
+			return
+		}
+		errs = append(errs, err)
+	}
+	for _, s := range []string{"<random:" + secret + ">", "<" + secret + ">", "<ref:" + secret + ">", "<bcrypt:" + secret + "..>", "<age:" + secret + ">", "<uuid:" + secret + ">", "<hex:" + secret + ">"} {
+		_, err := ParseLeaf(s)
+		add(err)
+	}
+	_, err := AgePublic(secret)
+	add(err)
+	_, err = AgePublic("AGE-SECRET-KEY-1" + strings.ToUpper(secret))
+	add(err)
+	_, err = g.Bcrypt(strings.Repeat(secret, 5))
+	add(err)
+	fill := func(data, current m) {
+		a := Analyse(Object{Path: own, Data: data})
+		if a.Problems != nil {
+			t.Fatalf("analysis: %v", a.Problems)
+		}
+		_, err := g.Fill(a, FillInput{Current: current})
+		add(err)
+	}
+	fill(m{"pw": "", "h": "<bcrypt:pw>"}, m{"pw": strings.Repeat(secret, 5)})
+	fill(m{"s": "<age:secret>", "p": "<age:public>"}, m{"s": "AGE-SECRET-KEY-1" + secret})
+	fill(m{"admin": m{"user": "x"}}, m{"admin": secret})
+	fill(m{"admin": "x"}, m{"admin.k": secret})
+	fill(m{"pw": "", "h": "<bcrypt:pw>"}, nil)
+	fill(m{"x": "<ref:m/o#k>"}, m{"x": secret})
+	for _, err := range errs {
+		assertNoSecret(t, "error", err.Error())
+	}
+}

@@ -1,0 +1,82 @@
+package templating
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// AnalyseSet returns the problems between objects (issue 3, "Analysis of a
+// set of objects"; the CLI passes its files, the webhook the cached objects
+// plus the one under review), never the problems of one object alone
+// ([Analyse] finds those):
+//   - DuplicatePath: one Problem per object whose spec.path another object
+//     declares too, naming the others (invalid paths are left to Analyse);
+//   - DuplicateName: one Problem per namespace/name given more than once;
+//   - RefCycle: one Problem per object whose path lies on a ring of
+//     references between paths; the Message lists the ring in order,
+//     starting at its smallest path, for example
+//     "reference cycle: a/x -> a/y -> a/x". A path on several rings is
+//     reported with one of its shortest.
+//
+// A reference to a path that no object declares is not a problem (the path
+// may be hand-made). Problems are sorted by Object, then Reason, then
+// Message; nil when there are none. Linear in the size of the objects plus
+// one breadth-first search per ring (BenchmarkAnalyseSet1000 measures 1,000
+// objects with references).
+func AnalyseSet(objs []Object) []Problem {
+	var out []Problem
+	byPath := map[string][]string{}
+	byName := map[string]int{}
+	refs := graph{}
+	for _, o := range objs {
+		id := objectID(o)
+		byPath[o.Path] = append(byPath[o.Path], id)
+		byName[id]++
+		for _, p := range Analyse(o).RefPaths {
+			refs.add(o.Path, p)
+		}
+	}
+	for path, ids := range byPath {
+		if len(ids) < 2 || !ValidPath(path) {
+			continue // an invalid path is Analyse's problem
+		}
+		sort.Strings(ids)
+		for i, id := range ids {
+			others := append(append([]string{}, ids[:i]...), ids[i+1:]...)
+			out = append(out, Problem{Reason: ReasonDuplicatePath, Object: id,
+				Message: fmt.Sprintf("path %s is also declared by %s", path, strings.Join(others, ", "))})
+		}
+	}
+	for id, n := range byName {
+		if n > 1 {
+			out = append(out, Problem{Reason: ReasonDuplicateName, Object: id,
+				Message: fmt.Sprintf("%s is declared %d times", id, n)})
+		}
+	}
+	for path, ring := range refs.rings() {
+		for _, id := range byPath[path] {
+			out = append(out, Problem{Reason: ReasonRefCycle, Object: id,
+				Message: "reference cycle: " + ringString(ring)})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		p, q := out[i], out[j]
+		if p.Object != q.Object {
+			return p.Object < q.Object
+		}
+		if p.Reason != q.Reason {
+			return p.Reason < q.Reason
+		}
+		return p.Message < q.Message
+	})
+	return out
+}
+
+// objectID is "namespace/name", or "name" without a namespace.
+func objectID(o Object) string {
+	if o.Namespace == "" {
+		return o.Name
+	}
+	return o.Namespace + "/" + o.Name
+}

@@ -1,0 +1,113 @@
+package templating
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Flatten turns a nested KV data tree (a KV v2 secret's data as read from
+// Vault: map[string]any whose nodes are map[string]any) into dotted key path
+// -> leaf value. Every value that is not a map[string]any is a leaf and is
+// kept as it is (lists and nil included); empty maps have no leaf and vanish.
+// Keys are walked in sorted order, so if a hand-made key name contains a dot
+// and collides with a nested path ({"a.b": 1, "a": {"b": 2}}), the result is
+// still deterministic (here "a.b" -> 1).
+func Flatten(tree map[string]any) map[string]any {
+	out := make(map[string]any)
+	flattenInto(out, "", tree)
+	return out
+}
+
+func flattenInto(out map[string]any, prefix string, m map[string]any) {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		p := joinKey(prefix, k)
+		if sub, ok := m[k].(map[string]any); ok {
+			flattenInto(out, p, sub)
+			continue
+		}
+		out[p] = m[k]
+	}
+}
+
+// SetPath sets the dotted key path key ("a.b.c") of a nested tree to v,
+// creating the maps on the way. A value on the way that is not a
+// map[string]any is replaced by a map (callers that must not lose it check
+// first; [Generator.Fill] does, see [ShapeConflictError]).
+func SetPath(tree map[string]any, key string, v any) {
+	segs := strings.Split(key, ".")
+	m := tree
+	for _, s := range segs[:len(segs)-1] {
+		sub, ok := m[s].(map[string]any)
+		if !ok {
+			sub = make(map[string]any)
+			m[s] = sub
+		}
+		m = sub
+	}
+	m[segs[len(segs)-1]] = v
+}
+
+// DeletePath removes the dotted key path key from a nested tree, then every
+// map on the way that it left empty. A key that is not there is a no-op.
+func DeletePath(tree map[string]any, key string) {
+	deleteSegs(tree, strings.Split(key, "."))
+}
+
+func deleteSegs(m map[string]any, segs []string) {
+	if len(segs) == 1 {
+		delete(m, segs[0])
+		return
+	}
+	sub, ok := m[segs[0]].(map[string]any)
+	if !ok {
+		return
+	}
+	deleteSegs(sub, segs[1:])
+	if len(sub) == 0 {
+		delete(m, segs[0])
+	}
+}
+
+// Stringify returns the string form of a leaf value, as references copy it
+// and bcrypt hashes it: a string as is, json.Number as written, a boolean as
+// "true"/"false", integers in decimal, a float64 as encoding/json writes it
+// (3, 0.5, 1e+21), nil as "". Other values (not leaves) get fmt's %v.
+// The reconciler uses it for the Refs of [FillInput] so that one rule
+// applies everywhere.
+func Stringify(v any) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case json.Number:
+		return string(v)
+	case bool:
+		return strconv.FormatBool(v)
+	case int:
+		return strconv.Itoa(v)
+	case int64:
+		return strconv.FormatInt(v, 10)
+	case float64:
+		if b, err := json.Marshal(v); err == nil {
+			return string(b)
+		}
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	case nil:
+		return ""
+	}
+	return fmt.Sprint(v)
+}
+
+func joinKey(prefix, k string) string {
+	if prefix == "" {
+		return k
+	}
+	return prefix + "." + k
+}
