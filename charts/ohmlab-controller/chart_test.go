@@ -1,0 +1,1130 @@
+package chart_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/lint"
+	"helm.sh/helm/v3/pkg/lint/support"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	psaapi "k8s.io/pod-security-admission/api"
+	"k8s.io/pod-security-admission/policy"
+	"sigs.k8s.io/yaml"
+
+	"github.com/ohmlab/ohmlab-controller/charts/charttest"
+)
+
+const (
+	ns       = charttest.Namespace
+	fullname = "ohmlab-controller"
+	crdName  = "vaultseeds.ohmlab.fr"
+)
+
+// vaultOn enables the Vault target over two namespaces (two Roles, two RoleBindings).
+const vaultOn = `
+targets:
+  vault:
+    enabled: true
+    namespaces: [vault-operator-system, platform-secrets]
+`
+
+var watched = []string{"vault-operator-system", "platform-secrets"}
+
+func render(t *testing.T, doc string, apiVersions ...string) []unstructured.Unstructured {
+	t.Helper()
+	return charttest.Render(t, charttest.Values(t, doc), apiVersions...)
+}
+
+func mustFind(t *testing.T, objs []unstructured.Unstructured, kind, namespace, name string) unstructured.Unstructured {
+	t.Helper()
+	o := charttest.Find(objs, kind, namespace, name)
+	if o == nil {
+		t.Fatalf("no %s %s/%s among %v", kind, namespace, name, charttest.Keys(objs))
+	}
+	return *o
+}
+
+func sortedKeys(objs []unstructured.Unstructured) []string {
+	k := charttest.Keys(objs)
+	sort.Strings(k)
+	return k
+}
+
+// processObjects are the keys of everything the chart renders for a vault-only process.
+func processObjects(process string, withMonitoring bool) []string {
+	p := fullname + "-" + process
+	keys := []string{
+		"CustomResourceDefinition/" + crdName,
+		"ServiceAccount/" + ns + "/" + p,
+		"ConfigMap/" + ns + "/" + p + "-config",
+		"ConfigMap/" + ns + "/" + fullname + "-dashboard",
+		"Deployment/" + ns + "/" + p,
+		"Role/" + ns + "/" + fullname + "-vault-leader-election",
+		"RoleBinding/" + ns + "/" + fullname + "-vault-leader-election",
+		"ClusterRole/" + fullname + "-vault-crds",
+		"ClusterRoleBinding/" + fullname + "-vault-crds",
+		"Service/" + ns + "/" + fullname + "-webhook",
+		"ValidatingWebhookConfiguration/" + fullname,
+		"Issuer/" + ns + "/" + fullname + "-selfsigned",
+		"Issuer/" + ns + "/" + fullname + "-ca",
+		"Certificate/" + ns + "/" + fullname + "-ca",
+		"Certificate/" + ns + "/" + fullname + "-webhook",
+	}
+	for _, w := range watched {
+		keys = append(keys, "Role/"+w+"/"+fullname+"-vault", "RoleBinding/"+w+"/"+fullname+"-vault")
+	}
+	if withMonitoring {
+		keys = append(keys, "PodMonitor/"+ns+"/"+fullname, "PrometheusRule/"+ns+"/"+fullname)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func TestDefaultsRenderNoController(t *testing.T) {
+	for _, apis := range [][]string{nil, {charttest.MonitoringAPI}} {
+		res, err := charttest.Run(nil, charttest.Options{APIVersions: apis})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]string{"CustomResourceDefinition/" + crdName}, charttest.Keys(res.Objects)); diff != "" {
+			t.Errorf("defaults with APIs %v: objects (-want +got):\n%s", apis, diff)
+		}
+		if !strings.Contains(res.Notes, "every target is off") {
+			t.Errorf("NOTES do not say that every target is off:\n%s", res.Notes)
+		}
+	}
+}
+
+func TestTopologies(t *testing.T) {
+	tests := []struct {
+		name        string
+		values      string
+		apis        []string
+		wantProcess string
+	}{
+		{name: "split", values: vaultOn, wantProcess: "vault"},
+		{name: "split with monitoring", values: vaultOn, apis: []string{charttest.MonitoringAPI}, wantProcess: "vault"},
+		{name: "grouped, reserved targets listed", values: vaultOn + "deployments: {all: [vault, harbor, sonarqube]}\n", wantProcess: "all"},
+		{name: "vault kept alone, empty process dropped", values: vaultOn + "deployments: {vault: [vault], apps: [harbor, sonarqube]}\n", wantProcess: "vault"},
+		{name: "grouped with monitoring", values: vaultOn + "deployments: {core: [vault]}\n", apis: []string{charttest.MonitoringAPI}, wantProcess: "core"},
+		{name: "observe-only", values: vaultOn + "    observeOnly: true\n", wantProcess: "vault"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			objs := render(t, tt.values, tt.apis...)
+			if diff := cmp.Diff(processObjects(tt.wantProcess, len(tt.apis) > 0), sortedKeys(objs)); diff != "" {
+				t.Errorf("objects (-want +got):\n%s", diff)
+			}
+			sa := fullname + "-" + tt.wantProcess
+			checkDeployment(t, objs, tt.wantProcess)
+			checkRBAC(t, objs, sa, ns)
+			cfg := processConfig(t, objs, tt.wantProcess)
+			if diff := cmp.Diff([]string{"vault"}, mapKeys(cfg.Targets)); diff != "" {
+				t.Errorf("config sections (-want +got):\n%s", diff)
+			}
+			svc := mustFind(t, objs, "Service", ns, fullname+"-webhook")
+			var s corev1.Service
+			charttest.Convert(t, svc, &s)
+			if got := s.Spec.Selector["ohmlab.fr/process"]; got != tt.wantProcess {
+				t.Errorf("webhook Service selects process %q, want %q", got, tt.wantProcess)
+			}
+		})
+	}
+}
+
+func TestObserveOnlyConfig(t *testing.T) {
+	objs := render(t, vaultOn+"    observeOnly: true\n")
+	cfg := processConfig(t, objs, "vault")
+	if !cfg.Targets["vault"].ObserveOnly {
+		t.Errorf("observeOnly is not in the process config: %+v", cfg.Targets["vault"])
+	}
+	// The RBAC of an observe-only target is the same: it still reads and patches status.
+	checkRBAC(t, objs, fullname+"-vault", ns)
+}
+
+// checkDeployment asserts the pod of a process: image, arguments, probes, restricted Pod
+// Security, the projected Vault token where the config's tokenFile points, the config and
+// webhook certificate volumes.
+func checkDeployment(t *testing.T, objs []unstructured.Unstructured, process string) {
+	t.Helper()
+	name := fullname + "-" + process
+	var d appsv1.Deployment
+	charttest.Convert(t, mustFind(t, objs, "Deployment", ns, name), &d)
+	pod := d.Spec.Template.Spec
+
+	if got := labels.SelectorFromSet(d.Spec.Selector.MatchLabels); !got.Matches(labels.Set(d.Spec.Template.Labels)) {
+		t.Errorf("selector %v does not match the pod labels %v", got, d.Spec.Template.Labels)
+	}
+	if pod.ServiceAccountName != name {
+		t.Errorf("serviceAccountName = %q, want %q", pod.ServiceAccountName, name)
+	}
+	if len(pod.Containers) != 1 {
+		t.Fatalf("%d containers, want 1", len(pod.Containers))
+	}
+	c := pod.Containers[0]
+	if c.Image != "ghcr.io/ohmlab/ohmlab-controller:0.1.0" {
+		t.Errorf("image = %q", c.Image)
+	}
+	if diff := cmp.Diff([]string{"/ohmlab-controller"}, c.Command); diff != "" {
+		t.Errorf("command (-want +got):\n%s", diff)
+	}
+	wantArgs := []string{
+		"--config=/etc/ohmlab/config.yaml",
+		"--metrics-bind-address=:8080",
+		"--health-probe-bind-address=:8081",
+		"--webhook-port=9443",
+		"--webhook-cert-dir=/tmp/k8s-webhook-server/serving-certs",
+		"--log-level=info",
+	}
+	if diff := cmp.Diff(wantArgs, c.Args); diff != "" {
+		t.Errorf("args (-want +got):\n%s", diff)
+	}
+	ports := map[string]int32{}
+	for _, p := range c.Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	if diff := cmp.Diff(map[string]int32{"metrics": 8080, "health": 8081, "webhook": 9443}, ports); diff != "" {
+		t.Errorf("ports (-want +got):\n%s", diff)
+	}
+	for probe, want := range map[*corev1.Probe]string{c.LivenessProbe: "/healthz", c.ReadinessProbe: "/readyz"} {
+		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != want || probe.HTTPGet.Port.String() != "health" {
+			t.Errorf("probe %s: %+v", want, probe)
+		}
+	}
+	var podNS bool
+	for _, e := range c.Env {
+		if e.Name == "POD_NAMESPACE" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace" {
+			podNS = true
+		}
+	}
+	if !podNS {
+		t.Error("no POD_NAMESPACE from the downward API")
+	}
+	if c.Resources.Limits.Memory().IsZero() || c.Resources.Requests.Cpu().IsZero() {
+		t.Errorf("resources: %+v", c.Resources)
+	}
+
+	// Restricted Pod Security, as the admission plugin evaluates it.
+	eval, err := policy.NewEvaluator(policy.DefaultChecks(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := policy.AggregateCheckResults(eval.EvaluatePod(psaapi.LevelVersion{Level: psaapi.LevelRestricted, Version: psaapi.LatestVersion()}, &d.Spec.Template.ObjectMeta, &pod))
+	if !res.Allowed {
+		t.Errorf("the pod is not allowed by restricted Pod Security: %s: %s", res.ForbiddenReason(), res.ForbiddenDetail())
+	}
+	// And the fields the document names, explicitly.
+	sc := c.SecurityContext
+	switch {
+	case sc == nil:
+		t.Fatal("no container securityContext")
+	case sc.RunAsUser == nil || *sc.RunAsUser == 0 || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot:
+		t.Errorf("not a numeric non-root user: %+v", sc)
+	case sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem:
+		t.Error("root filesystem is writable")
+	case sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation:
+		t.Error("privilege escalation allowed")
+	case sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) > 0:
+		t.Errorf("capabilities: %+v", sc.Capabilities)
+	case sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault:
+		t.Errorf("seccomp: %+v", sc.SeccompProfile)
+	}
+	if psc := pod.SecurityContext; psc == nil || psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault ||
+		psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot {
+		t.Errorf("pod securityContext: %+v", pod.SecurityContext)
+	}
+
+	// Volumes and where they are mounted.
+	volumes := map[string]corev1.Volume{}
+	for _, v := range pod.Volumes {
+		volumes[v.Name] = v
+	}
+	mounts := map[string]corev1.VolumeMount{}
+	for _, m := range c.VolumeMounts {
+		mounts[m.Name] = m
+		if _, ok := volumes[m.Name]; !ok {
+			t.Errorf("mount of unknown volume %q", m.Name)
+		}
+	}
+	cfg := processConfig(t, objs, process)
+	tokenFile := cfg.Targets["vault"].Backend.Auth.TokenFile
+	tok, ok := volumes["vault-token"]
+	if !ok || tok.Projected == nil || len(tok.Projected.Sources) != 1 || tok.Projected.Sources[0].ServiceAccountToken == nil {
+		t.Fatalf("no projected token volume: %+v", tok)
+	}
+	sat := tok.Projected.Sources[0].ServiceAccountToken
+	if sat.Audience != "vault" || sat.ExpirationSeconds == nil || *sat.ExpirationSeconds != 600 {
+		t.Errorf("projected token: audience %q, expirationSeconds %v; want vault, 600", sat.Audience, sat.ExpirationSeconds)
+	}
+	if got := path.Join(mounts["vault-token"].MountPath, sat.Path); got != tokenFile {
+		t.Errorf("token mounted at %s, config's tokenFile is %s", got, tokenFile)
+	}
+	if m := mounts["config"]; m.MountPath != "/etc/ohmlab" || !m.ReadOnly {
+		t.Errorf("config mount: %+v", m)
+	}
+	if p := volumes["config"].Projected; p == nil || p.Sources[0].ConfigMap == nil || p.Sources[0].ConfigMap.Name != name+"-config" {
+		t.Errorf("config volume: %+v", volumes["config"])
+	}
+	var cert unstructured.Unstructured = mustFind(t, objs, "Certificate", ns, fullname+"-webhook")
+	secretName, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
+	if v := volumes["webhook-certs"]; v.Secret == nil || v.Secret.SecretName != secretName {
+		t.Errorf("webhook-certs volume %+v is not the Certificate's Secret %s", v, secretName)
+	}
+	if m := mounts["webhook-certs"]; m.MountPath != "/tmp/k8s-webhook-server/serving-certs" {
+		t.Errorf("webhook certs mounted at %s", m.MountPath)
+	}
+
+	// The pod rolls when its configuration changes.
+	var cm corev1.ConfigMap
+	charttest.Convert(t, mustFind(t, objs, "ConfigMap", ns, name+"-config"), &cm)
+	sum := sha256.Sum256([]byte(strings.TrimSuffix(cm.Data["config.yaml"], "\n")))
+	if got := d.Spec.Template.Annotations["checksum/config"]; got != hex.EncodeToString(sum[:]) {
+		t.Errorf("checksum/config = %s, want the sha256 of config.yaml", got)
+	}
+}
+
+// checkRBAC asserts the RBAC of the Vault target, bound to the ServiceAccount sa.
+func checkRBAC(t *testing.T, objs []unstructured.Unstructured, sa, leaseNamespace string) {
+	t.Helper()
+	subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: ns}}
+	eventRules := []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+	}
+	wantObjectRules := append([]rbacv1.PolicyRule{
+		{APIGroups: []string{"ohmlab.fr"}, Resources: []string{"vaultseeds"}, Verbs: []string{"get", "list", "watch", "update", "patch"}},
+		{APIGroups: []string{"ohmlab.fr"}, Resources: []string{"vaultseeds/status"}, Verbs: []string{"get", "update", "patch"}},
+		{APIGroups: []string{"ohmlab.fr"}, Resources: []string{"vaultseeds/finalizers"}, Verbs: []string{"update"}},
+	}, eventRules...)
+	wantLeaseRules := append([]rbacv1.PolicyRule{
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+	}, eventRules...)
+
+	roles := map[string][]rbacv1.PolicyRule{}
+	for _, o := range charttest.Filter(objs, "Role") {
+		var r rbacv1.Role
+		charttest.Convert(t, o, &r)
+		roles[r.Namespace+"/"+r.Name] = r.Rules
+	}
+	want := map[string][]rbacv1.PolicyRule{leaseNamespace + "/" + fullname + "-vault-leader-election": wantLeaseRules}
+	for _, w := range watched {
+		want[w+"/"+fullname+"-vault"] = wantObjectRules
+	}
+	if diff := cmp.Diff(want, roles); diff != "" {
+		t.Errorf("Roles (-want +got):\n%s", diff)
+	}
+
+	var crs []rbacv1.ClusterRole
+	for _, o := range charttest.Filter(objs, "ClusterRole") {
+		var cr rbacv1.ClusterRole
+		charttest.Convert(t, o, &cr)
+		crs = append(crs, cr)
+	}
+	if len(crs) != 1 {
+		t.Fatalf("%d ClusterRoles, want 1", len(crs))
+	}
+	wantCR := []rbacv1.PolicyRule{{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, ResourceNames: []string{crdName}, Verbs: []string{"get"}}}
+	if diff := cmp.Diff(wantCR, crs[0].Rules); diff != "" {
+		t.Errorf("ClusterRole rules (-want +got):\n%s", diff)
+	}
+
+	// Every binding binds a Role of the chart to the process's ServiceAccount, in the Role's
+	// namespace; the ClusterRoleBinding binds the ClusterRole above.
+	for _, o := range charttest.Filter(objs, "RoleBinding") {
+		var rb rbacv1.RoleBinding
+		charttest.Convert(t, o, &rb)
+		if _, ok := roles[rb.Namespace+"/"+rb.RoleRef.Name]; !ok || rb.RoleRef.Kind != "Role" {
+			t.Errorf("RoleBinding %s/%s refers to %+v", rb.Namespace, rb.Name, rb.RoleRef)
+		}
+		if diff := cmp.Diff(subject, rb.Subjects); diff != "" {
+			t.Errorf("RoleBinding %s/%s subjects (-want +got):\n%s", rb.Namespace, rb.Name, diff)
+		}
+	}
+	if n := len(charttest.Filter(objs, "RoleBinding")); n != len(roles) {
+		t.Errorf("%d RoleBindings for %d Roles", n, len(roles))
+	}
+	for _, o := range charttest.Filter(objs, "ClusterRoleBinding") {
+		var crb rbacv1.ClusterRoleBinding
+		charttest.Convert(t, o, &crb)
+		if crb.RoleRef.Kind != "ClusterRole" || crb.RoleRef.Name != crs[0].Name {
+			t.Errorf("ClusterRoleBinding %s refers to %+v", crb.Name, crb.RoleRef)
+		}
+		if diff := cmp.Diff(subject, crb.Subjects); diff != "" {
+			t.Errorf("ClusterRoleBinding %s subjects (-want +got):\n%s", crb.Name, diff)
+		}
+	}
+	checkNoBroadAccess(t, objs)
+}
+
+// checkNoBroadAccess fails on any rule that names Secrets or a wildcard.
+func checkNoBroadAccess(t *testing.T, objs []unstructured.Unstructured) {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() != "Role" && o.GetKind() != "ClusterRole" {
+			continue
+		}
+		rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
+		for _, r := range rules {
+			rule := r.(map[string]any)
+			for _, field := range []string{"apiGroups", "resources", "verbs", "nonResourceURLs"} {
+				vals, _, _ := unstructured.NestedStringSlice(rule, field)
+				for _, v := range vals {
+					if v == "*" || v == "secrets" || strings.HasPrefix(v, "secrets/") {
+						t.Errorf("%s grants %s %q", charttest.Key(o), field, v)
+					}
+				}
+			}
+		}
+	}
+}
+
+// configFile mirrors the controller's configuration file (strict YAML), as the fixed interface
+// describes it. The lead's config loader replaces this mirror in the envtest tests.
+type configFile struct {
+	Targets map[string]targetConfig `json:"targets"`
+}
+
+type targetConfig struct {
+	Namespaces     []string `json:"namespaces"`
+	ObserveOnly    bool     `json:"observeOnly"`
+	AllowDelete    bool     `json:"allowDelete"`
+	ResyncPeriod   string   `json:"resyncPeriod"`
+	Concurrency    int      `json:"concurrency"`
+	LeaderElection struct {
+		Namespace     string `json:"namespace"`
+		LeaseDuration string `json:"leaseDuration"`
+	} `json:"leaderElection"`
+	Backend struct {
+		Address       string  `json:"address"`
+		CAFile        string  `json:"caFile,omitempty"`
+		TLSServerName string  `json:"tlsServerName,omitempty"`
+		Timeout       string  `json:"timeout"`
+		QPS           float64 `json:"qps"`
+		Burst         int     `json:"burst"`
+		Auth          struct {
+			Method    string `json:"method"`
+			Mount     string `json:"mount"`
+			Role      string `json:"role"`
+			Audience  string `json:"audience"`
+			TokenFile string `json:"tokenFile"`
+		} `json:"auth"`
+	} `json:"backend"`
+}
+
+// processConfig decodes a process's config.yaml strictly and checks what every config needs.
+func processConfig(t *testing.T, objs []unstructured.Unstructured, process string) configFile {
+	t.Helper()
+	var cm corev1.ConfigMap
+	charttest.Convert(t, mustFind(t, objs, "ConfigMap", ns, fullname+"-"+process+"-config"), &cm)
+	if len(cm.Data) != 1 {
+		t.Errorf("ConfigMap keys %v, want only config.yaml", mapKeys(cm.Data))
+	}
+	var cfg configFile
+	if err := yaml.UnmarshalStrict([]byte(cm.Data["config.yaml"]), &cfg); err != nil {
+		t.Fatalf("config.yaml of %s does not decode strictly: %v\n%s", process, err, cm.Data["config.yaml"])
+	}
+	for name, tc := range cfg.Targets {
+		if len(tc.Namespaces) == 0 {
+			t.Errorf("%s: no namespaces", name)
+		}
+		for _, d := range []string{tc.ResyncPeriod, tc.LeaderElection.LeaseDuration, tc.Backend.Timeout} {
+			if _, err := time.ParseDuration(d); err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		}
+		if tc.LeaderElection.Namespace == "" || tc.Backend.Address == "" || tc.Backend.Auth.TokenFile == "" {
+			t.Errorf("%s: incomplete config %+v", name, tc)
+		}
+	}
+	return cfg
+}
+
+func mapKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestConfigValues(t *testing.T) {
+	objs := render(t, `
+targets:
+  vault:
+    enabled: true
+    namespaces: [vault-operator-system]
+    allowDelete: true
+    resyncPeriod: 5m
+    concurrency: 2
+    leaderElection: {namespace: kube-leases, leaseDuration: 30s}
+    backend:
+      address: https://vault.example.test:8200
+      ca: {configMap: vault-ca, key: root.pem}
+      tlsServerName: vault.internal
+      timeout: 5s
+      qps: 2.5
+      burst: 5
+      auth: {mount: k8s-prod, role: seeder, audience: vault-prod, tokenExpirationSeconds: 900}
+`)
+	cfg := processConfig(t, objs, "vault")
+	got := cfg.Targets["vault"]
+	want := targetConfig{Namespaces: []string{"vault-operator-system"}, AllowDelete: true, ResyncPeriod: "5m", Concurrency: 2}
+	want.LeaderElection.Namespace = "kube-leases"
+	want.LeaderElection.LeaseDuration = "30s"
+	want.Backend.Address = "https://vault.example.test:8200"
+	want.Backend.CAFile = "/etc/ohmlab/vault-ca/ca.crt"
+	want.Backend.TLSServerName = "vault.internal"
+	want.Backend.Timeout = "5s"
+	want.Backend.QPS = 2.5
+	want.Backend.Burst = 5
+	want.Backend.Auth.Method = "kubernetes"
+	want.Backend.Auth.Mount = "k8s-prod"
+	want.Backend.Auth.Role = "seeder"
+	want.Backend.Auth.Audience = "vault-prod"
+	want.Backend.Auth.TokenFile = "/var/run/secrets/ohmlab/vault/token"
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("config (-want +got):\n%s", diff)
+	}
+
+	// The Lease Role follows the leader-election namespace.
+	mustFind(t, objs, "Role", "kube-leases", fullname+"-vault-leader-election")
+	// The CA lands where caFile points, the token audience follows the config.
+	var d appsv1.Deployment
+	charttest.Convert(t, mustFind(t, objs, "Deployment", ns, fullname+"-vault"), &d)
+	var caItem, audience string
+	var expiration int64
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.Name == "config" {
+			for _, s := range v.Projected.Sources {
+				if s.ConfigMap != nil && s.ConfigMap.Name == "vault-ca" {
+					caItem = s.ConfigMap.Items[0].Key + "->" + s.ConfigMap.Items[0].Path
+				}
+			}
+		}
+		if v.Name == "vault-token" {
+			audience = v.Projected.Sources[0].ServiceAccountToken.Audience
+			expiration = *v.Projected.Sources[0].ServiceAccountToken.ExpirationSeconds
+		}
+	}
+	if caItem != "root.pem->vault-ca/ca.crt" {
+		t.Errorf("CA item = %q, want root.pem->vault-ca/ca.crt (under /etc/ohmlab)", caItem)
+	}
+	if audience != "vault-prod" || expiration != 900 {
+		t.Errorf("token audience %q expiration %d", audience, expiration)
+	}
+
+	// A CA from a Secret is mounted by the kubelet the same way.
+	objs = render(t, vaultOn+"    backend: {ca: {secret: vault-tls}}\n")
+	charttest.Convert(t, mustFind(t, objs, "Deployment", ns, fullname+"-vault"), &d)
+	found := false
+	for _, s := range d.Spec.Template.Spec.Volumes[0].Projected.Sources {
+		if s.Secret != nil && s.Secret.Name == "vault-tls" && s.Secret.Items[0].Path == "vault-ca/ca.crt" {
+			found = true
+		}
+	}
+	if !found || processConfig(t, objs, "vault").Targets["vault"].Backend.CAFile != "/etc/ohmlab/vault-ca/ca.crt" {
+		t.Errorf("CA from a Secret not mounted: %+v", d.Spec.Template.Spec.Volumes[0])
+	}
+}
+
+func TestPodSettings(t *testing.T) {
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	objs := render(t, vaultOn+`
+image: {digest: `+digest+`, tag: v9}
+logLevel: debug
+replicas: 2
+priorityClassName: platform-critical
+nodeSelector: {kubernetes.io/os: linux}
+tolerations: [{key: dedicated, operator: Equal, value: platform, effect: NoSchedule}]
+affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: tier, operator: In, values: [platform]}]}]}}}
+podLabels: {team: platform}
+podAnnotations: {example.com/note: hi}
+resources: {limits: {memory: 128Mi}}
+`)
+	var d appsv1.Deployment
+	charttest.Convert(t, mustFind(t, objs, "Deployment", ns, fullname+"-vault"), &d)
+	spec := d.Spec.Template.Spec
+	c := spec.Containers[0]
+	if c.Image != "ghcr.io/ohmlab/ohmlab-controller@"+digest {
+		t.Errorf("image = %s", c.Image)
+	}
+	if !slices.Contains(c.Args, "--log-level=debug") {
+		t.Errorf("args %v", c.Args)
+	}
+	if *d.Spec.Replicas != 2 || spec.PriorityClassName != "platform-critical" || spec.NodeSelector["kubernetes.io/os"] != "linux" ||
+		len(spec.Tolerations) != 1 || spec.Affinity == nil || spec.Affinity.NodeAffinity == nil {
+		t.Errorf("pod settings not applied: %+v", spec)
+	}
+	if d.Spec.Template.Labels["team"] != "platform" || d.Spec.Template.Annotations["example.com/note"] != "hi" {
+		t.Errorf("pod metadata: %+v", d.Spec.Template.ObjectMeta)
+	}
+	if c.Resources.Limits.Memory().String() != "128Mi" {
+		t.Errorf("resources: %+v", c.Resources)
+	}
+
+	objs = render(t, vaultOn+"image: {tag: v1.2.3}\n")
+	charttest.Convert(t, mustFind(t, objs, "Deployment", ns, fullname+"-vault"), &d)
+	if got := d.Spec.Template.Spec.Containers[0].Image; got != "ghcr.io/ohmlab/ohmlab-controller:v1.2.3" {
+		t.Errorf("image = %s", got)
+	}
+}
+
+func TestNetworkPolicy(t *testing.T) {
+	if n := len(charttest.Filter(render(t, vaultOn), "NetworkPolicy")); n != 0 {
+		t.Errorf("%d NetworkPolicies with networkPolicy.enabled=false", n)
+	}
+	vaultEgress := `[{to: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: vault-operator-system}}}], ports: [{port: 8200, protocol: TCP}]}]`
+	objs := render(t, vaultOn+"    extraEgress: "+vaultEgress+`
+networkPolicy:
+  enabled: true
+  apiServer: {cidrs: [10.0.0.1/32]}
+  metricsFrom: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}}]
+  extraEgress: [{to: [{ipBlock: {cidr: 192.0.2.10/32}}], ports: [{port: 4317}]}]
+`)
+	var np networkingv1.NetworkPolicy
+	charttest.Convert(t, mustFind(t, objs, "NetworkPolicy", ns, fullname+"-vault"), &np)
+	var d appsv1.Deployment
+	charttest.Convert(t, mustFind(t, objs, "Deployment", ns, fullname+"-vault"), &d)
+	sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+	if err != nil || sel.Empty() || !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+		t.Errorf("podSelector %v does not select the process's pods", np.Spec.PodSelector)
+	}
+	if diff := cmp.Diff([]networkingv1.PolicyType{"Ingress", "Egress"}, np.Spec.PolicyTypes); diff != "" {
+		t.Errorf("policyTypes (-want +got):\n%s", diff)
+	}
+	var ingressPorts []string
+	for _, r := range np.Spec.Ingress {
+		for _, p := range r.Ports {
+			ingressPorts = append(ingressPorts, p.Port.String())
+		}
+		if len(r.Ports) == 1 && r.Ports[0].Port.IntValue() == 8080 && len(r.From) != 1 {
+			t.Errorf("metrics ingress from %v, want metricsFrom", r.From)
+		}
+	}
+	if diff := cmp.Diff([]string{"9443", "8080", "8081"}, ingressPorts); diff != "" {
+		t.Errorf("ingress ports (-want +got):\n%s", diff)
+	}
+	var egress []string
+	for _, r := range np.Spec.Egress {
+		var to, ports []string
+		for _, p := range r.To {
+			switch {
+			case p.IPBlock != nil:
+				to = append(to, p.IPBlock.CIDR)
+			case p.NamespaceSelector != nil:
+				to = append(to, metav1.FormatLabelSelector(p.NamespaceSelector)+"|"+metav1.FormatLabelSelector(p.PodSelector))
+			}
+		}
+		for _, p := range r.Ports {
+			proto := "TCP"
+			if p.Protocol != nil {
+				proto = string(*p.Protocol)
+			}
+			ports = append(ports, p.Port.String()+"/"+proto)
+		}
+		egress = append(egress, strings.Join(to, ",")+" "+strings.Join(ports, ","))
+	}
+	wantEgress := []string{
+		"kubernetes.io/metadata.name=kube-system|k8s-app=kube-dns 53/UDP,53/TCP",
+		"10.0.0.1/32 443/TCP,6443/TCP",
+		"kubernetes.io/metadata.name=vault-operator-system|<none> 8200/TCP",
+		"192.0.2.10/32 4317/TCP",
+	}
+	if diff := cmp.Diff(wantEgress, egress); diff != "" {
+		t.Errorf("egress (-want +got):\n%s", diff)
+	}
+}
+
+func TestWebhook(t *testing.T) {
+	objs := render(t, vaultOn+"webhook: {timeoutSeconds: 7}\n")
+	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
+	charttest.Convert(t, mustFind(t, objs, "ValidatingWebhookConfiguration", "", fullname), &vwc)
+	if got := vwc.Annotations["cert-manager.io/inject-ca-from"]; got != ns+"/"+fullname+"-webhook" {
+		t.Errorf("inject-ca-from = %q", got)
+	}
+	mustFind(t, objs, "Certificate", ns, fullname+"-webhook")
+	if len(vwc.Webhooks) != 1 {
+		t.Fatalf("%d webhooks", len(vwc.Webhooks))
+	}
+	w := vwc.Webhooks[0]
+	fail, none, seven, port := admissionregistrationv1.Fail, admissionregistrationv1.SideEffectClassNone, int32(7), int32(443)
+	webhookPath := "/validate-ohmlab-fr-v1alpha1-vaultseed"
+	want := admissionregistrationv1.ValidatingWebhook{
+		Name:                    "vvaultseed.ohmlab.fr",
+		AdmissionReviewVersions: []string{"v1"},
+		SideEffects:             &none,
+		FailurePolicy:           &fail,
+		MatchPolicy:             ptr(admissionregistrationv1.Equivalent),
+		TimeoutSeconds:          &seven,
+		ClientConfig: admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{
+			Name: fullname + "-webhook", Namespace: ns, Path: &webhookPath, Port: &port,
+		}},
+		NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: watched},
+		}},
+		Rules: []admissionregistrationv1.RuleWithOperations{{
+			Operations: []admissionregistrationv1.OperationType{"CREATE", "UPDATE"},
+			Rule: admissionregistrationv1.Rule{APIGroups: []string{"ohmlab.fr"}, APIVersions: []string{"v1alpha1"},
+				Resources: []string{"vaultseeds"}, Scope: ptr(admissionregistrationv1.NamespacedScope)},
+		}},
+	}
+	if diff := cmp.Diff(want, w); diff != "" {
+		t.Errorf("webhook (-want +got):\n%s", diff)
+	}
+
+	// The Service reaches the webhook port of the Vault target's pods.
+	var svc corev1.Service
+	charttest.Convert(t, mustFind(t, objs, "Service", ns, fullname+"-webhook"), &svc)
+	var d appsv1.Deployment
+	charttest.Convert(t, mustFind(t, objs, "Deployment", ns, fullname+"-vault"), &d)
+	if !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(d.Spec.Template.Labels)) ||
+		svc.Spec.Ports[0].Port != 443 || svc.Spec.Ports[0].TargetPort.String() != "webhook" {
+		t.Errorf("webhook Service: %+v", svc.Spec)
+	}
+
+	// The serving certificate names the Service; by default a self-signed CA issues it.
+	cert := mustFind(t, objs, "Certificate", ns, fullname+"-webhook")
+	dns, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
+	if !slices.Contains(dns, fullname+"-webhook."+ns+".svc") {
+		t.Errorf("dnsNames %v", dns)
+	}
+	issuer, _, _ := unstructured.NestedStringMap(cert.Object, "spec", "issuerRef")
+	if diff := cmp.Diff(map[string]string{"name": fullname + "-ca", "kind": "Issuer", "group": "cert-manager.io"}, issuer); diff != "" {
+		t.Errorf("issuerRef (-want +got):\n%s", diff)
+	}
+	ca := mustFind(t, objs, "Certificate", ns, fullname+"-ca")
+	if isCA, _, _ := unstructured.NestedBool(ca.Object, "spec", "isCA"); !isCA {
+		t.Error("the CA Certificate is not a CA")
+	}
+
+	// An existing issuer replaces the self-signed CA.
+	objs = render(t, vaultOn+"webhook: {certManager: {issuerRef: {name: platform-ca, kind: ClusterIssuer}}}\n")
+	if n := len(charttest.Filter(objs, "Issuer")); n != 0 {
+		t.Errorf("%d Issuers with an existing issuer", n)
+	}
+	cert = mustFind(t, objs, "Certificate", ns, fullname+"-webhook")
+	issuer, _, _ = unstructured.NestedStringMap(cert.Object, "spec", "issuerRef")
+	if diff := cmp.Diff(map[string]string{"name": "platform-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}, issuer); diff != "" {
+		t.Errorf("issuerRef (-want +got):\n%s", diff)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestMonitoringNeedsTheAPI(t *testing.T) {
+	for _, tt := range []struct {
+		name           string
+		values         string
+		apis           []string
+		podMonitor     bool
+		prometheusRule bool
+	}{
+		{name: "without the API", values: vaultOn},
+		{name: "with the API", values: vaultOn, apis: []string{charttest.MonitoringAPI}, podMonitor: true, prometheusRule: true},
+		{name: "PodMonitor off", values: vaultOn + "metrics: {podMonitor: {enabled: false}}\n", apis: []string{charttest.MonitoringAPI}, prometheusRule: true},
+		{name: "PrometheusRule off", values: vaultOn + "metrics: {prometheusRule: {enabled: false}}\n", apis: []string{charttest.MonitoringAPI}, podMonitor: true},
+		{name: "no controller", values: "{}", apis: []string{charttest.MonitoringAPI}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			objs := render(t, tt.values, tt.apis...)
+			if got := len(charttest.Filter(objs, "PodMonitor")) == 1; got != tt.podMonitor {
+				t.Errorf("PodMonitor rendered: %v, want %v", got, tt.podMonitor)
+			}
+			if got := len(charttest.Filter(objs, "PrometheusRule")) == 1; got != tt.prometheusRule {
+				t.Errorf("PrometheusRule rendered: %v, want %v", got, tt.prometheusRule)
+			}
+		})
+	}
+}
+
+func TestPodMonitor(t *testing.T) {
+	objs := render(t, vaultOn+"metrics: {podMonitor: {labels: {release: prometheus-stack}}}\n", charttest.MonitoringAPI)
+	pm := mustFind(t, objs, "PodMonitor", ns, fullname)
+	if pm.GetLabels()["release"] != "prometheus-stack" {
+		t.Errorf("labels %v", pm.GetLabels())
+	}
+	match, _, _ := unstructured.NestedStringMap(pm.Object, "spec", "selector", "matchLabels")
+	var d appsv1.Deployment
+	charttest.Convert(t, mustFind(t, objs, "Deployment", ns, fullname+"-vault"), &d)
+	if !labels.SelectorFromSet(match).Matches(labels.Set(d.Spec.Template.Labels)) {
+		t.Errorf("PodMonitor selector %v does not select the pods", match)
+	}
+	eps, _, _ := unstructured.NestedSlice(pm.Object, "spec", "podMetricsEndpoints")
+	if len(eps) != 1 {
+		t.Fatalf("endpoints %v", eps)
+	}
+	ep := eps[0].(map[string]any)
+	if ep["port"] != "metrics" || ep["path"] != "/metrics" || ep["honorLabels"] != true {
+		t.Errorf("endpoint %v", ep)
+	}
+}
+
+// metrics the controller exports (and controller-runtime's), the only ones alerts and the
+// dashboard may use.
+var knownMetrics = []string{
+	"up",
+	"ohmlab_build_info",
+	"ohmlab_crd_revision_mismatch",
+	"ohmlab_object_ready",
+	"ohmlab_object_last_reconcile_timestamp_seconds",
+	"ohmlab_planned_changes",
+	"ohmlab_data_writes_total",
+	"ohmlab_backend_requests_total",
+	"ohmlab_backend_request_duration_seconds_bucket",
+	"ohmlab_resync_period_seconds",
+	"controller_runtime_reconcile_total",
+	"controller_runtime_reconcile_errors_total",
+	"workqueue_depth",
+}
+
+var alertNames = []string{
+	"OhmlabControllerDown",
+	"OhmlabObjectNotReady",
+	"OhmlabReconcileStale",
+	"OhmlabBackendErrors",
+	"OhmlabBackendForbidden",
+	"OhmlabWriteLoop",
+	"OhmlabCRDRevisionMismatch",
+}
+
+func TestAlerts(t *testing.T) {
+	objs := render(t, vaultOn+"metrics: {prometheusRule: {alertLabels: {team: platform}}}\n", charttest.MonitoringAPI)
+	pr := mustFind(t, objs, "PrometheusRule", ns, fullname)
+	groups, _, _ := unstructured.NestedSlice(pr.Object, "spec", "groups")
+	readme := readmeAnchors(t)
+	var names []string
+	for _, g := range groups {
+		rules, _, _ := unstructured.NestedSlice(g.(map[string]any), "rules")
+		for _, r := range rules {
+			rule := r.(map[string]any)
+			name := rule["alert"].(string)
+			names = append(names, name)
+			ann, _, _ := unstructured.NestedStringMap(rule, "annotations")
+			lbl, _, _ := unstructured.NestedStringMap(rule, "labels")
+			if ann["summary"] == "" || ann["description"] == "" {
+				t.Errorf("%s: summary %q description %q", name, ann["summary"], ann["description"])
+			}
+			base, anchor, ok := strings.Cut(ann["runbook_url"], "#")
+			if !ok || !strings.HasSuffix(base, "/charts/ohmlab-controller/README.md") || !readme[anchor] || anchor != strings.ToLower(name) {
+				t.Errorf("%s: runbook_url %q does not point to its README section", name, ann["runbook_url"])
+			}
+			if lbl["severity"] == "" || lbl["team"] != "platform" {
+				t.Errorf("%s: labels %v", name, lbl)
+			}
+			expr, _ := rule["expr"].(string)
+			if !strings.Contains(expr, `job="`+ns+"/"+fullname+`"`) {
+				t.Errorf("%s: expression does not select the PodMonitor's job: %s", name, expr)
+			}
+			checkMetrics(t, name, expr)
+			if _, err := time.ParseDuration(rule["for"].(string)); err != nil {
+				t.Errorf("%s: for: %v", name, err)
+			}
+		}
+	}
+	if diff := cmp.Diff(alertNames, names); diff != "" {
+		t.Errorf("alerts (-want +got):\n%s", diff)
+	}
+
+	// An alert can be switched off and tuned.
+	objs = render(t, vaultOn+"metrics: {prometheusRule: {alerts: {OhmlabWriteLoop: {enabled: false}, OhmlabObjectNotReady: {for: 1h, severity: critical}}}}\n", charttest.MonitoringAPI)
+	pr = mustFind(t, objs, "PrometheusRule", ns, fullname)
+	groups, _, _ = unstructured.NestedSlice(pr.Object, "spec", "groups")
+	rules, _, _ := unstructured.NestedSlice(groups[0].(map[string]any), "rules")
+	for _, r := range rules {
+		rule := r.(map[string]any)
+		switch rule["alert"] {
+		case "OhmlabWriteLoop":
+			t.Error("OhmlabWriteLoop rendered while disabled")
+		case "OhmlabObjectNotReady":
+			if rule["for"] != "1h" || rule["labels"].(map[string]any)["severity"] != "critical" {
+				t.Errorf("OhmlabObjectNotReady not tuned: %v", rule)
+			}
+		}
+	}
+}
+
+// checkMetrics fails when an expression uses a metric the controller does not export.
+func checkMetrics(t *testing.T, where, expr string) {
+	t.Helper()
+	for _, m := range metricNames(expr) {
+		if !slices.Contains(knownMetrics, m) {
+			t.Errorf("%s uses unknown metric %s: %s", where, m, expr)
+		}
+	}
+	if len(metricNames(expr)) == 0 {
+		t.Errorf("%s uses no metric: %s", where, expr)
+	}
+}
+
+// metricNames returns the identifiers of an expression followed by a selector or a range
+// ("name{", "name["), which is how every expression of the chart names a metric.
+func metricNames(expr string) []string {
+	var out []string
+	isIdent := func(b byte) bool {
+		return b == '_' || b == ':' || (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || (b >= '0' && b <= '9')
+	}
+	for i := 0; i < len(expr); i++ {
+		if expr[i] != '{' && expr[i] != '[' {
+			continue
+		}
+		j := i
+		for j > 0 && isIdent(expr[j-1]) {
+			j--
+		}
+		if j < i {
+			out = append(out, expr[j:i])
+		}
+	}
+	return out
+}
+
+func TestBadValuesFail(t *testing.T) {
+	tests := []struct {
+		name   string
+		values string
+		want   []string
+	}{
+		{
+			name:   "target in two deployments",
+			values: vaultOn + "deployments: {a: [vault], b: [vault, harbor]}\n",
+			want:   []string{`target "vault" is listed in both "a" and "b"`, "exactly one process"},
+		},
+		{
+			name:   "disabled target in two deployments",
+			values: vaultOn + "deployments: {a: [vault, harbor], b: [harbor]}\n",
+			want:   []string{`target "harbor" is listed in both "a" and "b"`},
+		},
+		{
+			name:   "enabled target in none",
+			values: vaultOn + "deployments: {apps: [harbor, sonarqube]}\n",
+			want:   []string{`target "vault" is enabled but no process lists it`, "deployments.vault: [vault]"},
+		},
+		{
+			name:   "harbor is reserved",
+			values: "targets: {harbor: {enabled: true}}\n",
+			want:   []string{`targets.harbor.enabled: "harbor" is a reserved target name`},
+		},
+		{
+			name:   "sonarqube is reserved",
+			values: vaultOn + "  sonarqube: {enabled: true}\n",
+			want:   []string{`targets.sonarqube.enabled: "sonarqube" is a reserved target name`},
+		},
+		{
+			name:   "vault without namespaces",
+			values: "targets: {vault: {enabled: true}}\n",
+			want:   []string{"targets.vault.namespaces", "watches no namespace"},
+		},
+		{
+			name:   "two CA sources",
+			values: vaultOn + "    backend: {ca: {configMap: a, secret: b}}\n",
+			want:   []string{"targets.vault.backend.ca: set configMap or secret, not both"},
+		},
+		{
+			name:   "unknown top-level key",
+			values: "replicaCount: 2\n",
+			want:   []string{"values don't meet the specifications of the schema", "replicaCount"},
+		},
+		{
+			name:   "unknown target key",
+			values: vaultOn + "    namespace: vault-operator-system\n",
+			want:   []string{"values don't meet the specifications of the schema", "namespace"},
+		},
+		{
+			name:   "unknown target",
+			values: "targets: {gitlab: {enabled: true}}\n",
+			want:   []string{"values don't meet the specifications of the schema", "gitlab"},
+		},
+		{
+			name:   "unknown target in deployments",
+			values: vaultOn + "deployments: {all: [vault, gitlab]}\n",
+			want:   []string{"values don't meet the specifications of the schema", "deployments"},
+		},
+		{
+			name:   "token auth is for local runs",
+			values: vaultOn + "    backend: {auth: {method: token}}\n",
+			want:   []string{"values don't meet the specifications of the schema", "method"},
+		},
+		{
+			name:   "token shorter than Kubernetes allows",
+			values: vaultOn + "    backend: {auth: {tokenExpirationSeconds: 60}}\n",
+			want:   []string{"values don't meet the specifications of the schema", "tokenExpirationSeconds"},
+		},
+		{
+			name:   "bad digest",
+			values: "image: {digest: latest}\n",
+			want:   []string{"values don't meet the specifications of the schema", "digest"},
+		},
+		{
+			name:   "bad duration",
+			values: vaultOn + "    resyncPeriod: ten minutes\n",
+			want:   []string{"values don't meet the specifications of the schema", "resyncPeriod"},
+		},
+		{
+			name:   "root user",
+			values: "securityContext: {runAsUser: 0}\n",
+			want:   []string{"values don't meet the specifications of the schema", "runAsUser"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := charttest.RenderE(charttest.Values(t, tt.values), charttest.Options{})
+			if err == nil {
+				t.Fatal("rendering succeeded")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not contain %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+func TestCRD(t *testing.T) {
+	// The chart's copy must be the generated CRD (make manifests copies it).
+	generated, err := os.ReadFile(filepath.Join(charttest.RepoRoot(), "config", "crd", "bases", "ohmlab.fr_vaultseeds.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied, err := os.ReadFile(filepath.Join(charttest.ChartDir(), "files", "crds", "ohmlab.fr_vaultseeds.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(generated) != string(copied) {
+		t.Errorf("charts/ohmlab-controller/files/crds/ohmlab.fr_vaultseeds.yaml differs from config/crd/bases: run make manifests\n%s",
+			cmp.Diff(string(generated), string(copied)))
+	}
+	sourceJSON, err := yaml.YAMLToJSON(generated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var source unstructured.Unstructured
+	if err := source.UnmarshalJSON(sourceJSON); err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name   string
+		values string
+		want   map[string]string
+	}{
+		{name: "defaults", values: "{}", want: map[string]string{
+			"ohmlab.fr/revision": "0.1.0", "argocd.argoproj.io/sync-wave": "-10", "helm.sh/resource-policy": "keep",
+			"controller-gen.kubebuilder.io/version": "v0.23.0",
+		}},
+		{name: "not kept, pinned revision", values: "crds: {keep: false, revision: 0123abc}", want: map[string]string{
+			"ohmlab.fr/revision": "0123abc", "argocd.argoproj.io/sync-wave": "-10",
+			"controller-gen.kubebuilder.io/version": "v0.23.0",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			objs := render(t, tt.values)
+			crd := mustFind(t, objs, "CustomResourceDefinition", "", crdName)
+			if diff := cmp.Diff(tt.want, crd.GetAnnotations()); diff != "" {
+				t.Errorf("annotations (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(source.Object["spec"], crd.Object["spec"]); diff != "" {
+				t.Errorf("the rendered spec differs from the generated CRD (-want +got):\n%s", diff)
+			}
+		})
+	}
+	if n := len(charttest.Filter(render(t, "crds: {install: false}"), "CustomResourceDefinition")); n != 0 {
+		t.Errorf("%d CRDs with crds.install=false", n)
+	}
+}
+
+func TestReleaseNames(t *testing.T) {
+	objs, err := charttest.RenderE(charttest.Values(t, vaultOn), charttest.Options{ReleaseName: "ohmlab", Namespace: "platform"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A release named otherwise prefixes every name with release-chart.
+	mustFind(t, objs, "Deployment", "platform", "ohmlab-ohmlab-controller-vault")
+	mustFind(t, objs, "ServiceAccount", "platform", "ohmlab-ohmlab-controller-vault")
+	var rb rbacv1.RoleBinding
+	charttest.Convert(t, mustFind(t, objs, "RoleBinding", "vault-operator-system", "ohmlab-ohmlab-controller-vault"), &rb)
+	if rb.Subjects[0].Namespace != "platform" {
+		t.Errorf("subject %+v", rb.Subjects[0])
+	}
+	for _, o := range objs {
+		if len(o.GetName()) > 63 {
+			t.Errorf("%s: name longer than 63", charttest.Key(o))
+		}
+	}
+}
+
+func TestLint(t *testing.T) {
+	kv, err := chartutil.ParseKubeVersion(charttest.KubeVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, values := range []string{"{}", vaultOn, vaultOn + "deployments: {all: [vault, harbor]}\nnetworkPolicy: {enabled: true}\n"} {
+		linter := lint.AllWithKubeVersion(charttest.ChartDir(), charttest.Values(t, values), ns, kv)
+		for _, m := range linter.Messages {
+			if m.Severity > support.InfoSev {
+				t.Errorf("helm lint with %s: %v", strings.TrimSpace(values), m)
+			} else {
+				t.Logf("helm lint: %v", m)
+			}
+		}
+	}
+}
+
+func TestPackagedFiles(t *testing.T) {
+	chrt, err := charttest.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range chrt.Files {
+		names = append(names, f.Name)
+		if strings.HasSuffix(f.Name, ".go") || strings.Contains(f.Name, "testdata/") {
+			t.Errorf("the chart packages test file %s (.helmignore)", f.Name)
+		}
+	}
+	for _, want := range []string{"argocd/health.lua", "vault/policy.hcl", "vault/policy-allow-delete.hcl", "vault/role.json", "files/crds/ohmlab.fr_vaultseeds.yaml", "README.md"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("the chart does not ship %s (has %v)", want, names)
+		}
+	}
+}
+
+// TestRenderHelpers covers what the envtest tests use from charttest.
+func TestRenderHelpers(t *testing.T) {
+	objs := render(t, vaultOn+"deployments: {core: [vault]}\n", charttest.MonitoringAPI)
+	core := charttest.Core(objs)
+	for _, o := range core {
+		if g := o.GroupVersionKind().Group; g == "cert-manager.io" || g == "monitoring.coreos.com" {
+			t.Errorf("Core keeps %s", charttest.Key(o))
+		}
+	}
+	// 4 cert-manager objects, the PodMonitor and the PrometheusRule are left out.
+	if len(core) != len(objs)-6 || charttest.Find(core, "CustomResourceDefinition", "", crdName) == nil {
+		t.Errorf("Core: %v", charttest.Keys(core))
+	}
+	if diff := cmp.Diff([]string{"core"}, mapKeys(charttest.ProcessConfigs(objs))); diff != "" {
+		t.Errorf("ProcessConfigs (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{ns, "platform-secrets", "vault-operator-system"}, charttest.Namespaces(objs)); diff != "" {
+		t.Errorf("Namespaces (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,197 @@
+{{/*
+Names, labels and the process map of the ohmlab-controller chart.
+
+Fixed interface of the process (cmd/ohmlab-controller): the ports, paths and arguments below
+are what the binary expects; they are constants of the chart, not values.
+*/}}
+
+{{- define "ohmlab-controller.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "ohmlab-controller.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "ohmlab-controller.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Common labels. */}}
+{{- define "ohmlab-controller.labels" -}}
+helm.sh/chart: {{ include "ohmlab-controller.chart" . }}
+app.kubernetes.io/name: {{ include "ohmlab-controller.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: ohmlab
+{{- end -}}
+
+{{/* Selector labels of every controller pod of the release. */}}
+{{- define "ohmlab-controller.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "ohmlab-controller.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: controller
+{{- end -}}
+
+{{/* Selector labels of one process's pods. Argument: dict "root" $ "process" name. */}}
+{{- define "ohmlab-controller.processSelectorLabels" -}}
+{{ include "ohmlab-controller.selectorLabels" .root }}
+ohmlab.fr/process: {{ .process }}
+{{- end -}}
+
+{{/* Name of a process's objects (Deployment, ServiceAccount, ConfigMap, NetworkPolicy). */}}
+{{- define "ohmlab-controller.processName" -}}
+{{- printf "%s-%s" (include "ohmlab-controller.fullname" .root) .process | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Name of a target's RBAC objects. Argument: dict "root" $ "target" name. */}}
+{{- define "ohmlab-controller.targetName" -}}
+{{- printf "%s-%s" (include "ohmlab-controller.fullname" .root) .target | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "ohmlab-controller.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Webhook objects. */}}
+{{- define "ohmlab-controller.webhookServiceName" -}}
+{{- printf "%s-webhook" (include "ohmlab-controller.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- define "ohmlab-controller.webhookCertificateName" -}}
+{{- printf "%s-webhook" (include "ohmlab-controller.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- define "ohmlab-controller.webhookSecretName" -}}
+{{- printf "%s-webhook-tls" (include "ohmlab-controller.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Constants of the process. */}}
+{{- define "ohmlab-controller.configDir" -}}/etc/ohmlab{{- end -}}
+{{- define "ohmlab-controller.webhookCertDir" -}}/tmp/k8s-webhook-server/serving-certs{{- end -}}
+{{- define "ohmlab-controller.webhookPath.vault" -}}/validate-ohmlab-fr-v1alpha1-vaultseed{{- end -}}
+{{- define "ohmlab-controller.metricsPort" -}}8080{{- end -}}
+{{- define "ohmlab-controller.healthPort" -}}8081{{- end -}}
+{{- define "ohmlab-controller.webhookPort" -}}9443{{- end -}}
+{{/* Directory of a target's projected Vault token. Argument: the target name. */}}
+{{- define "ohmlab-controller.tokenDir" -}}/var/run/secrets/ohmlab/{{ . }}{{- end -}}
+{{/* Directory of a target's backend CA, inside the config volume. Argument: the target name. */}}
+{{- define "ohmlab-controller.caSubdir" -}}{{ . }}-ca{{- end -}}
+
+{{/* Namespace of a target's Lease. Argument: dict "root" $ "target" name. */}}
+{{- define "ohmlab-controller.leaseNamespace" -}}
+{{- $t := index .root.Values.targets .target -}}
+{{- default .root.Release.Namespace $t.leaderElection.namespace -}}
+{{- end -}}
+
+{{/*
+The process map, as JSON: {"<process>": ["<target>", ...]} with only enabled targets, processes
+without an enabled target left out. Rendering fails here on every inconsistent combination, so
+each template that includes it checks the values. Use: include ... | fromJson.
+*/}}
+{{- define "ohmlab-controller.processes" -}}
+{{- $reserved := list "harbor" "sonarqube" -}}
+{{- $enabled := list -}}
+{{- range $name := keys .Values.targets | sortAlpha -}}
+{{- $t := index $.Values.targets $name -}}
+{{- if $t.enabled -}}
+{{- if has $name $reserved -}}
+{{- fail (printf "targets.%s.enabled: %q is a reserved target name: the controller has no %s target yet. Set targets.%s.enabled=false." $name $name $name $name) -}}
+{{- end -}}
+{{- $enabled = append $enabled $name -}}
+{{- end -}}
+{{- end -}}
+{{- if has "vault" $enabled -}}
+{{- $v := .Values.targets.vault -}}
+{{- if not $v.namespaces -}}
+{{- fail "targets.vault.namespaces: the Vault target is enabled but watches no namespace. List the namespaces of its VaultSeeds, for example [vault-operator-system]." -}}
+{{- end -}}
+{{- if and $v.backend.ca.configMap $v.backend.ca.secret -}}
+{{- fail "targets.vault.backend.ca: set configMap or secret, not both." -}}
+{{- end -}}
+{{- end -}}
+{{- $procs := dict -}}
+{{- if .Values.deployments -}}
+{{- $seen := dict -}}
+{{- range $proc := keys .Values.deployments | sortAlpha -}}
+{{- $list := list -}}
+{{- range $t := index $.Values.deployments $proc -}}
+{{- if hasKey $seen $t -}}
+{{- fail (printf "deployments: target %q is listed in both %q and %q. Every target must appear in exactly one process." $t (get $seen $t) $proc) -}}
+{{- end -}}
+{{- $_ := set $seen $t $proc -}}
+{{- if has $t $enabled -}}
+{{- $list = append $list $t -}}
+{{- end -}}
+{{- end -}}
+{{- if $list -}}
+{{- $_ := set $procs $proc (sortAlpha $list) -}}
+{{- end -}}
+{{- end -}}
+{{- range $t := $enabled -}}
+{{- if not (hasKey $seen $t) -}}
+{{- fail (printf "deployments: target %q is enabled but no process lists it. Add it to exactly one entry, for example deployments.%s: [%s]." $t $t $t) -}}
+{{- end -}}
+{{- end -}}
+{{- else -}}
+{{- range $t := $enabled -}}
+{{- $_ := set $procs $t (list $t) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $procs -}}
+{{- end -}}
+
+{{/* The process that runs a target, or "". Argument: dict "root" $ "target" name. */}}
+{{- define "ohmlab-controller.processOf" -}}
+{{- $procs := include "ohmlab-controller.processes" .root | fromJson -}}
+{{- $found := "" -}}
+{{- range $p, $ts := $procs -}}
+{{- if has $.target $ts -}}
+{{- $found = $p -}}
+{{- end -}}
+{{- end -}}
+{{- $found -}}
+{{- end -}}
+
+{{/* Kubernetes API of each target: group, resource, CRD names, webhook. */}}
+{{- define "ohmlab-controller.targetAPI" -}}
+{{- $apis := dict "vault" (dict "group" "ohmlab.fr" "version" "v1alpha1" "resource" "vaultseeds" "crds" (list "vaultseeds.ohmlab.fr")) -}}
+{{- toJson (index $apis .) -}}
+{{- end -}}
+
+{{/*
+One process's configuration file (/etc/ohmlab/config.yaml): only its targets' sections.
+Argument: dict "root" $ "targets" list.
+*/}}
+{{- define "ohmlab-controller.config" -}}
+{{- $root := .root -}}
+{{- $sections := dict -}}
+{{- range $t := .targets -}}
+{{- if eq $t "vault" -}}
+{{- $v := $root.Values.targets.vault -}}
+{{- $auth := dict "method" $v.backend.auth.method "mount" $v.backend.auth.mount "role" $v.backend.auth.role "audience" $v.backend.auth.audience "tokenFile" (printf "%s/token" (include "ohmlab-controller.tokenDir" $t)) -}}
+{{- $backend := dict "address" $v.backend.address "timeout" $v.backend.timeout "qps" $v.backend.qps "burst" $v.backend.burst "auth" $auth -}}
+{{- if or $v.backend.ca.configMap $v.backend.ca.secret -}}
+{{- $_ := set $backend "caFile" (printf "%s/%s/ca.crt" (include "ohmlab-controller.configDir" $root) (include "ohmlab-controller.caSubdir" $t)) -}}
+{{- end -}}
+{{- if $v.backend.tlsServerName -}}
+{{- $_ := set $backend "tlsServerName" $v.backend.tlsServerName -}}
+{{- end -}}
+{{- $le := dict "namespace" (include "ohmlab-controller.leaseNamespace" (dict "root" $root "target" $t)) "leaseDuration" $v.leaderElection.leaseDuration -}}
+{{- $_ := set $sections $t (dict "namespaces" $v.namespaces "observeOnly" $v.observeOnly "allowDelete" $v.allowDelete "resyncPeriod" $v.resyncPeriod "concurrency" $v.concurrency "leaderElection" $le "backend" $backend) -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml (dict "targets" $sections) -}}
+{{- end -}}
