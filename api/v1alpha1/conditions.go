@@ -44,6 +44,10 @@ const (
 	// ReasonBackendUnavailable: Ready=False with Reconciling=True. Vault
 	// does not answer: sealed, restarting or unreachable.
 	ReasonBackendUnavailable = "BackendUnavailable"
+	// ReasonBackendError: Ready=False with Reconciling=True. Vault answered
+	// with an error that is neither a refusal nor an outage, for example a
+	// mount that does not exist; the message carries Vault's reason.
+	ReasonBackendError = "BackendError"
 	// ReasonObserveOnly: Ready=False with Drifted=True. Observe-only mode
 	// would change the path.
 	ReasonObserveOnly = "ObserveOnly"

@@ -1,0 +1,214 @@
+// Package validate is the one verdict on VaultSeed objects that the
+// admission webhook and `ohmlab validate` share, so that the same input gets
+// the same verdict from both (issue 6). It runs templating's analysis of one
+// object and of a set of objects, names every problem by its key path, and
+// adds the checks of an update (spec.path is immutable) and the warnings for
+// legal but surprising specs.
+//
+// Like templating, it never puts a value in a message: a plain leaf may be a
+// secret somebody typed, so messages name keys, paths and templates only.
+package validate
+
+import (
+	"slices"
+	"strings"
+
+	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+	"github.com/ohmlab/ohmlab-controller/internal/seeds"
+	"github.com/ohmlab/ohmlab-controller/templating"
+)
+
+// Key paths of the problems that are not about one key of spec.data.
+const (
+	KeyPath   = "spec.path"
+	KeyData   = "spec.data"
+	KeyRotate = "spec.rotate"
+	KeyToken  = "spec.rotate.token"
+	KeyName   = "metadata.name"
+)
+
+// Problem is one reason to refuse an object, or one warning about it.
+type Problem struct {
+	// Reason is a templating Reason constant (InvalidSpec, InvalidRotation,
+	// RefCycle, DuplicatePath, DuplicateName); empty for a warning.
+	Reason string `json:"reason,omitempty"`
+	// Key is the dotted key path in spec.data the problem is about, or the
+	// field (spec.path, spec.data, spec.rotate, spec.rotate.token,
+	// metadata.name) when it is not about one key.
+	Key string `json:"key"`
+	// Message says what is wrong, naming keys, paths and templates, never
+	// a value.
+	Message string `json:"message"`
+}
+
+// String returns "<key path>: <message>".
+func (p Problem) String() string {
+	if p.Key == "" {
+		return p.Message
+	}
+	return p.Key + ": " + p.Message
+}
+
+// Verdict is what the analysis says about one object.
+type Verdict struct {
+	// Problems refuse the object; sorted by Key, Reason, then Message.
+	Problems []Problem
+	// Warnings are legal but surprising parts of the spec; they refuse
+	// nothing. Sorted like Problems.
+	Warnings []Problem
+}
+
+// Valid reports whether the verdict has no problem.
+func (v Verdict) Valid() bool { return len(v.Problems) == 0 }
+
+// Message lists every problem as "<key path>: <message>", separated by "; ".
+func (v Verdict) Message() string {
+	lines := make([]string, len(v.Problems))
+	for i, p := range v.Problems {
+		lines[i] = p.String()
+	}
+	return strings.Join(lines, "; ")
+}
+
+// Set returns the verdict on each object of objs, analysed together: the
+// problems of each object alone, plus two objects on one path, a
+// namespace/name given more than once, and reference cycles between the
+// objects' paths. out[i] is the verdict on objs[i]. The CLI passes every
+// object it read.
+func Set(objs []*ohmlabv1alpha1.VaultSeed) []Verdict {
+	out := make([]Verdict, len(objs))
+	tobjs := make([]templating.Object, len(objs))
+	byID := map[string][]int{}
+	for i, s := range objs {
+		o, a := seeds.Analyse(s)
+		tobjs[i] = o
+		for _, p := range a.Problems {
+			out[i].Problems = append(out[i].Problems, fromTemplating(p))
+		}
+		out[i].Warnings = rotationWarnings(s, a)
+		id := ID(s)
+		byID[id] = append(byID[id], i)
+	}
+	for _, p := range templating.AnalyseSet(tobjs) {
+		for _, i := range byID[p.Object] {
+			out[i].Problems = append(out[i].Problems, fromTemplating(p))
+		}
+	}
+	for i := range out {
+		out[i].Problems = sortProblems(out[i].Problems)
+		out[i].Warnings = sortProblems(out[i].Warnings)
+	}
+	return out
+}
+
+// Seed returns the verdict on seed among others, the other objects that
+// exist (the webhook passes those it found in its cache on seed's path and
+// on every path reachable through references; a copy of seed itself must
+// not be among them). old is the object before an update, nil on create:
+// an update must keep spec.path, and it warns about changed keys whose
+// value the controller keeps. The verdict on seed equals Set's on seed when
+// Set is given seed and others.
+func Seed(seed, old *ohmlabv1alpha1.VaultSeed, others []*ohmlabv1alpha1.VaultSeed) Verdict {
+	v := Set(append([]*ohmlabv1alpha1.VaultSeed{seed}, others...))[0]
+	if old == nil {
+		return v
+	}
+	if old.Spec.Path != seed.Spec.Path {
+		v.Problems = append(v.Problems, Problem{Reason: templating.ReasonInvalidSpec, Key: KeyPath,
+			Message: "changed from " + old.Spec.Path + " to " + seed.Spec.Path + ": spec.path is immutable, delete the object and create another"})
+	}
+	v.Warnings = append(v.Warnings, changeWarnings(old, seed)...)
+	v.Problems = sortProblems(v.Problems)
+	v.Warnings = sortProblems(v.Warnings)
+	return v
+}
+
+// ID is "namespace/name", or "name" for an object without a namespace, as
+// templating names objects in AnalyseSet's problems.
+func ID(seed *ohmlabv1alpha1.VaultSeed) string {
+	if seed.Namespace == "" {
+		return seed.Name
+	}
+	return seed.Namespace + "/" + seed.Name
+}
+
+// fromTemplating names the key path of a templating problem: its dotted key
+// in spec.data, or the field it is about.
+func fromTemplating(p templating.Problem) Problem {
+	key := p.Key
+	if key == "" {
+		switch p.Reason {
+		case templating.ReasonInvalidSpec:
+			key = KeyData
+			if strings.HasPrefix(p.Message, "spec.path") {
+				key = KeyPath
+			}
+		case templating.ReasonInvalidRotation:
+			key = KeyToken
+		case templating.ReasonDuplicateName:
+			key = KeyName
+		default: // DuplicatePath, RefCycle: the ring is one of paths
+			key = KeyPath
+		}
+	}
+	return Problem{Reason: p.Reason, Key: key, Message: p.Message}
+}
+
+// rotationWarnings warns about a rotate block that regenerates nothing.
+func rotationWarnings(seed *ohmlabv1alpha1.VaultSeed, a templating.Analysis) []Problem {
+	r := seed.Spec.Rotate
+	if r == nil || len(r.Keys) > 0 || len(a.RotationKeys) > 0 {
+		return nil
+	}
+	return []Problem{{Key: KeyRotate,
+		Message: "rotate has no keys and data declares no generated key (<random:N>, <hex:N>, <uuid>, <age:secret>): a new token regenerates nothing"}}
+}
+
+// changeWarnings warns about keys an update changes although the controller
+// keeps the value already on the path ("Seed once"): plain values and
+// generated templates. References and derived keys follow their source, and
+// a key the update rotates (new token) takes its new template.
+func changeWarnings(old, seed *ohmlabv1alpha1.VaultSeed) []Problem {
+	_, oa := seeds.Analyse(old)
+	_, na := seeds.Analyse(seed)
+	rotated := seed.Spec.Rotate != nil && (old.Spec.Rotate == nil || old.Spec.Rotate.Token != seed.Spec.Rotate.Token)
+	var out []Problem
+	for _, k := range na.Keys {
+		nl := na.Leaves[k]
+		ol, ok := oa.Leaves[k]
+		if !ok || nl.Kind == templating.KindRef || nl.Derived() || sameLeaf(ol, nl) {
+			continue
+		}
+		switch {
+		case nl.Kind == templating.KindPlain:
+			out = append(out, Problem{Key: k,
+				Message: "the declared value changed, but the controller seeds once and keeps the value already on the path: change it in Vault"})
+		case rotated && slices.Contains(na.RotationKeys, k):
+			// Regenerated with its new template by this rotation.
+		default:
+			out = append(out, Problem{Key: k,
+				Message: "now declared as " + nl.Template + ", but the controller seeds once and keeps the value already on the path: list the key in rotate.keys and change rotate.token to regenerate it"})
+		}
+	}
+	return out
+}
+
+func sameLeaf(a, b templating.Leaf) bool {
+	if a.Kind != b.Kind || a.Template != b.Template {
+		return false
+	}
+	return a.Kind != templating.KindPlain || templating.Stringify(a.Value) == templating.Stringify(b.Value)
+}
+
+func sortProblems(ps []Problem) []Problem {
+	slices.SortFunc(ps, func(p, q Problem) int {
+		if c := strings.Compare(p.Key, q.Key); c != 0 {
+			return c
+		}
+		if c := strings.Compare(p.Reason, q.Reason); c != 0 {
+			return c
+		}
+		return strings.Compare(p.Message, q.Message)
+	})
+	return slices.Compact(ps)
+}

@@ -1,0 +1,1261 @@
+package vaultseed
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"golang.org/x/crypto/bcrypt"
+
+	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+	"github.com/ohmlab/ohmlab-controller/templating"
+	"github.com/ohmlab/ohmlab-controller/vaultkv"
+)
+
+type m = map[string]any
+
+const (
+	testNamespace = "vault-operator-system"
+	testName      = "production-core-keycloak"
+	testOwner     = testNamespace + "/" + testName
+	otherOwner    = testNamespace + "/production-core-keycloak-copy"
+	ownPath       = "ohmlab/platforms/production/core/keycloak"
+	pgPath        = "ohmlab/platforms/production/core/postgres"
+	pgRef         = pgPath + "#users.keycloak.password"
+
+	ownerKey = ohmlabv1alpha1.OwnerMetadataKey
+	tokenKey = ohmlabv1alpha1.RotationTokenMetadataKey
+
+	storedPassword = "stored-password"
+	storedClient   = "stored-client-secret"
+)
+
+// constReader is an endless stream of one byte: every generated value is a
+// pure function of its template (<random:N> of byte 0 is N times "A").
+type constReader byte
+
+func (c constReader) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(c)
+	}
+	return len(p), nil
+}
+
+type failingReader struct{}
+
+var errNoRandomness = errors.New("no randomness")
+
+func (failingReader) Read([]byte) (int, error) { return 0, errNoRandomness }
+
+// testGen is the generator of the table tests: deterministic, cheap bcrypt.
+func testGen() templating.Generator {
+	return templating.Generator{Rand: constReader(0), BcryptCost: bcrypt.MinCost}
+}
+
+// chachaGen draws realistic random values, the same for the same seed.
+func chachaGen(seed byte) templating.Generator {
+	var s [32]byte
+	s[0] = seed
+	return templating.Generator{Rand: rand.NewChaCha8(s), BcryptCost: bcrypt.MinCost}
+}
+
+// generated is the value constReader(b) gives template: exact for
+// <random:N>, <hex:N> and <uuid>; a fresh one for <age:secret> (crypto/rand).
+func generated(t testing.TB, b byte, template string) string {
+	t.Helper()
+	l, err := templating.ParseLeaf(template)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := templating.Generator{Rand: constReader(b)}.Generate(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func mustBcrypt(t testing.TB, src string) string {
+	t.Helper()
+	h, err := testGen().Bcrypt(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func mustAgePublic(t testing.TB, secret string) string {
+	t.Helper()
+	p, err := templating.AgePublic(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Markers of an expected Data tree for values that do not come from
+// Generator.Rand (bcrypt salts and age secrets read crypto/rand):
+// normaliseDerived replaces a got value that fits the marker by the marker.
+//
+// hashOf(src): a bcrypt hash of src.
+func hashOf(src string) string { return "bcrypt-of:" + src }
+
+// newAgeSecret(old): a valid age secret other than old.
+func newAgeSecret(old string) string { return "age-secret-other-than:" + old }
+
+// agePublicOf(key): the age public key of the value got holds at key.
+func agePublicOf(key string) string { return "age-public-of:" + key }
+
+func normaliseDerived(got, want map[string]any) {
+	if got == nil || want == nil {
+		return
+	}
+	gf := templating.Flatten(got)
+	for k, w := range templating.Flatten(want) {
+		ws, _ := w.(string)
+		gs, ok := gf[k].(string)
+		if !ok {
+			continue
+		}
+		fits := false
+		switch {
+		case strings.HasPrefix(ws, "bcrypt-of:"):
+			fits = bcrypt.CompareHashAndPassword([]byte(gs), []byte(strings.TrimPrefix(ws, "bcrypt-of:"))) == nil
+		case strings.HasPrefix(ws, "age-secret-other-than:"):
+			_, err := templating.AgePublic(gs)
+			fits = err == nil && gs != strings.TrimPrefix(ws, "age-secret-other-than:")
+		case strings.HasPrefix(ws, "age-public-of:"):
+			src, _ := gf[strings.TrimPrefix(ws, "age-public-of:")].(string)
+			pub, err := templating.AgePublic(src)
+			fits = err == nil && gs == pub
+		}
+		if fits {
+			templating.SetPath(got, k, ws)
+		}
+	}
+}
+
+// spec is what a VaultSeed declares, as the tests write it.
+type spec struct {
+	data    m
+	rotate  *templating.Rotate
+	prune   bool
+	managed []string
+}
+
+func desired(t testing.TB, s spec) Desired {
+	t.Helper()
+	a := templating.Analyse(templating.Object{Namespace: testNamespace, Name: testName, Path: ownPath, Data: s.data, Rotate: s.rotate})
+	if len(a.Problems) > 0 {
+		t.Fatalf("test object has problems: %v", a.Problems)
+	}
+	d := Desired{Owner: testOwner, Analysis: a, Prune: s.prune, ManagedKeys: s.managed}
+	if s.rotate != nil {
+		d.RotationToken = s.rotate.Token
+	}
+	return d
+}
+
+// keycloak is the product document's example VaultSeed data.
+func keycloak() m {
+	return m{
+		"admin": m{
+			"username":       "admin",
+			"password":       "<random:24>",
+			"passwordHashed": "<bcrypt:admin.password>",
+		},
+		"clients": m{"grafana-core": m{"clientSecret": "<random:32>"}},
+		"webhook": "",
+	}
+}
+
+var keycloakKeys = []string{"admin.password", "admin.passwordHashed", "admin.username", "clients.grafana-core.clientSecret", "webhook"}
+
+// seeded is keycloak's path as the controller seeded it earlier; edit
+// applies dotted key -> value changes to it (nil deletes the key).
+func seeded(hash string, edit ...any) m {
+	d := m{
+		"admin": m{
+			"username":       "admin",
+			"password":       storedPassword,
+			"passwordHashed": hash,
+		},
+		"clients": m{"grafana-core": m{"clientSecret": storedClient}},
+		"webhook": "",
+	}
+	for i := 0; i < len(edit); i += 2 {
+		k := edit[i].(string)
+		if edit[i+1] == nil {
+			templating.DeletePath(d, k)
+			continue
+		}
+		templating.SetPath(d, k, edit[i+1])
+	}
+	return d
+}
+
+// deepCopy copies a data tree independently of the code under test.
+func deepCopy(tree map[string]any) map[string]any {
+	out := make(map[string]any, len(tree))
+	for k, v := range tree {
+		if sub, ok := v.(map[string]any); ok {
+			v = deepCopy(sub)
+		}
+		out[k] = v
+	}
+	return out
+}
+
+func md(kv ...string) map[string]string {
+	out := map[string]string{}
+	for i := 0; i < len(kv); i += 2 {
+		out[kv[i]] = kv[i+1]
+	}
+	return out
+}
+
+// ours is an existing path carrying this object's marker, plus kv.
+func ours(version int, data m, kv ...string) *vaultkv.Secret {
+	return &vaultkv.Secret{Exists: true, Version: version, Data: data, CustomMetadata: md(append([]string{ownerKey, testOwner}, kv...)...)}
+}
+
+// handMade is an existing path without a marker.
+func handMade(version int, data m) *vaultkv.Secret {
+	return &vaultkv.Secret{Exists: true, Version: version, Data: data}
+}
+
+func pgSecret(v any) *vaultkv.Secret {
+	return &vaultkv.Secret{Exists: true, Version: 2, Data: m{"users": m{"keycloak": m{"password": v}}}}
+}
+
+func act(name, key string) Action { return Action{Name: name, Key: key} }
+
+func create(key string) Action { return act(ActionCreateField, key) }
+func update(key string) Action { return act(ActionUpdateField, key) }
+func rotate(key string) Action { return act(ActionRotate, key) }
+func prune(key string) Action  { return act(ActionDeleteField, key) }
+
+var (
+	actCreate      = act(ActionCreate, "")
+	actAdopt       = act(ActionAdopt, "")
+	actRecordToken = act(ActionRecordToken, "")
+)
+
+type planCase struct {
+	name string
+	spec spec
+	path *vaultkv.Secret
+	refs map[string]*vaultkv.Secret
+	want Plan
+}
+
+func runPlanCases(t *testing.T, cases []planCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := plan(desired(t, tc.spec), Observed{Path: tc.path, Refs: tc.refs}, testGen())
+			if err != nil {
+				t.Fatalf("plan: %v", err)
+			}
+			normaliseDerived(got.Data, tc.want.Data)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestPlan(t *testing.T) {
+	rnd16 := generated(t, 0, "<random:16>")
+	rnd24 := generated(t, 0, "<random:24>")
+	rnd32 := generated(t, 0, "<random:32>")
+	hashStored := mustBcrypt(t, storedPassword)
+
+	fresh := m{
+		"admin":   m{"username": "admin", "password": rnd24, "passwordHashed": hashOf(rnd24)},
+		"clients": m{"grafana-core": m{"clientSecret": rnd32}},
+		"webhook": "",
+	}
+	createAll := []Action{create("admin.password"), create("admin.passwordHashed"), create("admin.username"), create("clients.grafana-core.clientSecret"), create("webhook")}
+	rotation := &templating.Rotate{Token: "2026-10-12", Keys: []string{"admin.password"}}
+
+	runPlanCases(t, []planCase{
+		{
+			name: "absent path: create with owner marker, every declared key, CAS 0",
+			spec: spec{data: keycloak()},
+			path: &vaultkv.Secret{},
+			want: Plan{
+				Actions:     append([]Action{actCreate}, createAll...),
+				Mark:        md(ownerKey, testOwner),
+				Data:        fresh,
+				CAS:         0,
+				ManagedKeys: keycloakKeys,
+			},
+		},
+		{
+			name: "nil observed path is absent",
+			spec: spec{data: keycloak()},
+			path: nil,
+			want: Plan{
+				Actions:     append([]Action{actCreate}, createAll...),
+				Mark:        md(ownerKey, testOwner),
+				Data:        fresh,
+				ManagedKeys: keycloakKeys,
+			},
+		},
+		{
+			name: "absent path with metadata but no version (an earlier Mark) is created again",
+			spec: spec{data: keycloak()},
+			path: &vaultkv.Secret{CustomMetadata: md(ownerKey, testOwner, tokenKey, "old")},
+			want: Plan{
+				Actions:     append([]Action{actCreate}, createAll...),
+				Mark:        md(ownerKey, testOwner),
+				Data:        fresh,
+				ManagedKeys: keycloakKeys,
+			},
+		},
+		{
+			name: "absent path with rotate.token: the token is recorded in Mark, nothing rotates",
+			spec: spec{data: keycloak(), rotate: rotation},
+			path: &vaultkv.Secret{},
+			want: Plan{
+				Actions:     append([]Action{actCreate}, createAll...),
+				Mark:        md(ownerKey, testOwner, tokenKey, "2026-10-12"),
+				Data:        fresh,
+				ManagedKeys: keycloakKeys,
+			},
+		},
+		{
+			name: "rotation with a nonexistent path (nil) does not rotate",
+			spec: spec{data: keycloak(), rotate: &templating.Rotate{Token: "t1"}},
+			path: nil,
+			want: Plan{
+				Actions:     append([]Action{actCreate}, createAll...),
+				Mark:        md(ownerKey, testOwner, tokenKey, "t1"),
+				Data:        fresh,
+				ManagedKeys: keycloakKeys,
+			},
+		},
+		{
+			name: "absent path with plain values of every type: created as declared",
+			spec: spec{data: m{"port": json.Number("8080"), "tls": true, "ratio": 0.5, "host": "db.local"}},
+			path: &vaultkv.Secret{},
+			want: Plan{
+				Actions:     []Action{actCreate, create("host"), create("port"), create("ratio"), create("tls")},
+				Mark:        md(ownerKey, testOwner),
+				Data:        m{"port": json.Number("8080"), "tls": true, "ratio": 0.5, "host": "db.local"},
+				ManagedKeys: []string{"host", "port", "ratio", "tls"},
+			},
+		},
+		{
+			name: "existing unowned complete path: adopt writes the Mark only, data untouched",
+			spec: spec{data: keycloak()},
+			path: handMade(7, seeded(hashStored, "webhook", "https://hooks.example/typed")),
+			want: Plan{
+				Actions: []Action{actAdopt},
+				Mark:    md(ownerKey, testOwner),
+				CAS:     7,
+			},
+		},
+		{
+			name: "existing unowned path missing keys: adopt, create only the missing keys, CAS = version read",
+			spec: spec{data: keycloak()},
+			path: handMade(3, m{"admin": m{"username": "root", "password": "typed-by-hand"}, "legacy": "kept"}),
+			want: Plan{
+				Actions: []Action{actAdopt, create("admin.passwordHashed"), create("clients.grafana-core.clientSecret"), create("webhook")},
+				Mark:    md(ownerKey, testOwner),
+				Data: m{
+					"admin":   m{"username": "root", "password": "typed-by-hand", "passwordHashed": hashOf("typed-by-hand")},
+					"clients": m{"grafana-core": m{"clientSecret": rnd32}},
+					"webhook": "",
+					"legacy":  "kept",
+				},
+				CAS:         3,
+				ManagedKeys: []string{"admin.passwordHashed", "clients.grafana-core.clientSecret", "webhook"},
+			},
+		},
+		{
+			name: "existing unowned path with rotate.token set: adopt and record the token, no rotation",
+			spec: spec{data: keycloak(), rotate: rotation},
+			path: handMade(4, seeded(hashStored)),
+			want: Plan{
+				Actions: []Action{actAdopt},
+				Mark:    md(ownerKey, testOwner, tokenKey, "2026-10-12"),
+				CAS:     4,
+			},
+		},
+		{
+			name: "owned by us and complete: quiet resync, empty plan, nil Data, nil Mark",
+			spec: spec{data: keycloak(), managed: keycloakKeys},
+			path: ours(5, seeded(hashStored)),
+			want: Plan{CAS: 5, ManagedKeys: keycloakKeys},
+		},
+		{
+			name: "a hand-edited generated value is kept",
+			spec: spec{data: keycloak(), managed: keycloakKeys},
+			path: ours(5, seeded(hashStored, "clients.grafana-core.clientSecret", "edited-by-hand")),
+			want: Plan{CAS: 5, ManagedKeys: keycloakKeys},
+		},
+		{
+			name: "a hand-edited plain value is kept",
+			spec: spec{data: keycloak(), managed: keycloakKeys},
+			path: ours(5, seeded(hashStored, "admin.username", "root")),
+			want: Plan{CAS: 5, ManagedKeys: keycloakKeys},
+		},
+		{
+			name: "a plain value edited to another type is kept",
+			spec: spec{data: m{"port": json.Number("8080")}, managed: []string{"port"}},
+			path: ours(5, m{"port": "not a number"}),
+			want: Plan{CAS: 5, ManagedKeys: []string{"port"}},
+		},
+		{
+			name: "a placeholder filled by a person is kept",
+			spec: spec{data: keycloak(), managed: keycloakKeys},
+			path: ours(5, seeded(hashStored, "webhook", "https://hooks.example/typed")),
+			want: Plan{CAS: 5, ManagedKeys: keycloakKeys},
+		},
+		{
+			name: "changing a template does not touch the existing value",
+			spec: spec{data: m{"pw": "<random:64>"}, managed: []string{"pw"}},
+			path: ours(5, m{"pw": "short"}),
+			want: Plan{CAS: 5, ManagedKeys: []string{"pw"}},
+		},
+		{
+			name: "a deleted generated key comes back with a new value",
+			spec: spec{data: keycloak(), managed: keycloakKeys},
+			path: ours(5, seeded(hashStored, "clients", nil)),
+			want: Plan{
+				Actions:     []Action{create("clients.grafana-core.clientSecret")},
+				Data:        seeded(hashStored, "clients.grafana-core.clientSecret", rnd32),
+				CAS:         5,
+				ManagedKeys: keycloakKeys,
+			},
+		},
+		{
+			name: "a deleted plain key and placeholder come back as declared",
+			spec: spec{data: keycloak(), managed: keycloakKeys},
+			path: ours(5, seeded(hashStored, "admin.username", nil, "webhook", nil)),
+			want: Plan{
+				Actions:     []Action{create("admin.username"), create("webhook")},
+				Data:        seeded(hashStored),
+				CAS:         5,
+				ManagedKeys: keycloakKeys,
+			},
+		},
+		{
+			name: "a deleted generated key that a hash derives from: both are rewritten",
+			spec: spec{data: keycloak(), managed: keycloakKeys},
+			path: ours(5, seeded(hashStored, "admin.password", nil)),
+			want: Plan{
+				Actions:     []Action{create("admin.password"), update("admin.passwordHashed")},
+				Data:        seeded(hashOf(rnd24), "admin.password", rnd24),
+				CAS:         5,
+				ManagedKeys: keycloakKeys,
+			},
+		},
+		{
+			name: "a bcrypt hash that matches its source stays (no new salt)",
+			spec: spec{data: m{"pw": "", "hash": "<bcrypt:pw>"}, managed: []string{"hash", "pw"}},
+			path: ours(5, m{"pw": storedPassword, "hash": hashStored}),
+			want: Plan{CAS: 5, ManagedKeys: []string{"hash", "pw"}},
+		},
+		{
+			name: "a bcrypt hash is rewritten when its source was edited by hand",
+			spec: spec{data: keycloak(), managed: keycloakKeys},
+			path: ours(5, seeded(hashStored, "admin.password", "edited-by-hand")),
+			want: Plan{
+				Actions:     []Action{update("admin.passwordHashed")},
+				Data:        seeded(hashOf("edited-by-hand"), "admin.password", "edited-by-hand"),
+				CAS:         5,
+				ManagedKeys: keycloakKeys,
+			},
+		},
+		{
+			name: "a bcrypt key holding something else than a hash is rewritten",
+			spec: spec{data: keycloak(), managed: keycloakKeys},
+			path: ours(5, seeded(hashStored, "admin.passwordHashed", storedPassword)),
+			want: Plan{
+				Actions:     []Action{update("admin.passwordHashed")},
+				Data:        seeded(hashOf(storedPassword)),
+				CAS:         5,
+				ManagedKeys: keycloakKeys,
+			},
+		},
+		{
+			name: "a missing bcrypt of a placeholder filled by hand is created",
+			spec: spec{data: m{"pw": "", "hash": "<bcrypt:pw>"}, managed: []string{"pw"}},
+			path: ours(5, m{"pw": "typed-by-hand"}),
+			want: Plan{
+				Actions:     []Action{create("hash")},
+				Data:        m{"pw": "typed-by-hand", "hash": hashOf("typed-by-hand")},
+				CAS:         5,
+				ManagedKeys: []string{"hash", "pw"},
+			},
+		},
+		{
+			name: "ref copy differs: update-field with the source value",
+			spec: spec{data: m{"db": m{"user": "keycloak", "password": "<ref:" + pgRef + ">"}}, managed: []string{"db.password", "db.user"}},
+			path: ours(5, m{"db": m{"user": "keycloak", "password": "edited-copy"}}),
+			refs: map[string]*vaultkv.Secret{pgPath: pgSecret("pg-source")},
+			want: Plan{
+				Actions:     []Action{update("db.password")},
+				Data:        m{"db": m{"user": "keycloak", "password": "pg-source"}},
+				CAS:         5,
+				ManagedKeys: []string{"db.password", "db.user"},
+			},
+		},
+		{
+			name: "ref copy missing: create-field with the source value",
+			spec: spec{data: m{"db": m{"password": "<ref:" + pgRef + ">"}}},
+			path: ours(5, m{"other": "x"}),
+			refs: map[string]*vaultkv.Secret{pgPath: pgSecret("pg-source")},
+			want: Plan{
+				Actions:     []Action{create("db.password")},
+				Data:        m{"db": m{"password": "pg-source"}, "other": "x"},
+				CAS:         5,
+				ManagedKeys: []string{"db.password"},
+			},
+		},
+		{
+			name: "ref copy equal to its source, compared as strings: nothing",
+			spec: spec{data: m{"db": m{"password": "<ref:" + pgRef + ">"}}, managed: []string{"db.password"}},
+			path: ours(5, m{"db": m{"password": "1234"}}),
+			refs: map[string]*vaultkv.Secret{pgPath: pgSecret(json.Number("1234"))},
+			want: Plan{CAS: 5, ManagedKeys: []string{"db.password"}},
+		},
+		{
+			name: "absent path with a resolved ref: the copy is created",
+			spec: spec{data: m{"db": m{"password": "<ref:" + pgRef + ">"}}},
+			path: &vaultkv.Secret{},
+			refs: map[string]*vaultkv.Secret{pgPath: pgSecret("pg-source")},
+			want: Plan{
+				Actions:     []Action{actCreate, create("db.password")},
+				Mark:        md(ownerKey, testOwner),
+				Data:        m{"db": m{"password": "pg-source"}},
+				ManagedKeys: []string{"db.password"},
+			},
+		},
+		{
+			name: "a reference to the own path copies the value created in the same plan",
+			spec: spec{data: m{"db": m{"password": "<random:16>"}, "jdbc": m{"password": "<ref:" + ownPath + "#db.password>"}}},
+			path: &vaultkv.Secret{},
+			want: Plan{
+				Actions:     []Action{actCreate, create("db.password"), create("jdbc.password")},
+				Mark:        md(ownerKey, testOwner),
+				Data:        m{"db": m{"password": rnd16}, "jdbc": m{"password": rnd16}},
+				ManagedKeys: []string{"db.password", "jdbc.password"},
+			},
+		},
+		{
+			name: "a hand-edited copy of the own path is put back",
+			spec: spec{data: m{"db": m{"password": "<random:16>"}, "jdbc": m{"password": "<ref:" + ownPath + "#db.password>"}}, managed: []string{"db.password", "jdbc.password"}},
+			path: ours(5, m{"db": m{"password": "kept-password"}, "jdbc": m{"password": "edited"}}),
+			want: Plan{
+				Actions:     []Action{update("jdbc.password")},
+				Data:        m{"db": m{"password": "kept-password"}, "jdbc": m{"password": "kept-password"}},
+				CAS:         5,
+				ManagedKeys: []string{"db.password", "jdbc.password"},
+			},
+		},
+		{
+			name: "rotation: token differs, the rotation keys rotate, their hash follows, the token is recorded",
+			spec: spec{data: keycloak(), rotate: rotation, managed: keycloakKeys},
+			path: ours(5, seeded(hashStored), tokenKey, "2026-01-01"),
+			want: Plan{
+				Actions:     []Action{update("admin.passwordHashed"), rotate("admin.password"), actRecordToken},
+				Data:        seeded(hashOf(rnd24), "admin.password", rnd24),
+				CAS:         5,
+				RecordToken: "2026-10-12",
+				ManagedKeys: keycloakKeys,
+			},
+		},
+		{
+			name: "rotation without keys rotates every generated key, never plain ones",
+			spec: spec{data: keycloak(), rotate: &templating.Rotate{Token: "t2"}, managed: keycloakKeys},
+			path: ours(5, seeded(hashStored, "webhook", "https://hooks.example/typed"), tokenKey, "t1"),
+			want: Plan{
+				Actions: []Action{update("admin.passwordHashed"), rotate("admin.password"), rotate("clients.grafana-core.clientSecret"), actRecordToken},
+				Data: seeded(hashOf(rnd24), "admin.password", rnd24, "clients.grafana-core.clientSecret", rnd32,
+					"webhook", "https://hooks.example/typed"),
+				CAS:         5,
+				RecordToken: "t2",
+				ManagedKeys: keycloakKeys,
+			},
+		},
+		{
+			name: "rotation: token equal to the recorded one does nothing",
+			spec: spec{data: keycloak(), rotate: rotation, managed: keycloakKeys},
+			path: ours(6, seeded(hashStored), tokenKey, "2026-10-12"),
+			want: Plan{CAS: 6, ManagedKeys: keycloakKeys},
+		},
+		{
+			name: "rotation of a key deleted by hand creates it (create-field, not rotate) and records the token",
+			spec: spec{data: keycloak(), rotate: rotation, managed: keycloakKeys},
+			path: ours(5, seeded(hashStored, "admin.password", nil), tokenKey, "t0"),
+			want: Plan{
+				Actions:     []Action{create("admin.password"), update("admin.passwordHashed"), actRecordToken},
+				Data:        seeded(hashOf(rnd24), "admin.password", rnd24),
+				CAS:         5,
+				RecordToken: "2026-10-12",
+				ManagedKeys: keycloakKeys,
+			},
+		},
+		{
+			name: "rotation of an object without generated keys records the token only",
+			spec: spec{data: m{"user": "admin"}, rotate: &templating.Rotate{Token: "t2"}, managed: []string{"user"}},
+			path: ours(5, m{"user": "admin"}, tokenKey, "t1"),
+			want: Plan{
+				Actions:     []Action{actRecordToken},
+				CAS:         5,
+				RecordToken: "t2",
+				ManagedKeys: []string{"user"},
+			},
+		},
+		{
+			name: "prune=true removes only managed keys no longer declared; a key written by someone else stays",
+			spec: spec{data: keycloak(), prune: true, managed: append([]string{"legacy", "old.nested.key"}, keycloakKeys...)},
+			path: ours(5, seeded(hashStored, "legacy", "written-by-us", "old.nested.key", "written-by-us", "extra", "written-by-someone")),
+			want: Plan{
+				Actions:     []Action{prune("legacy"), prune("old.nested.key")},
+				Data:        seeded(hashStored, "extra", "written-by-someone"),
+				CAS:         5,
+				ManagedKeys: keycloakKeys,
+			},
+		},
+		{
+			name: "prune=false removes nothing and keeps the undeclared managed keys listed",
+			spec: spec{data: keycloak(), managed: append([]string{"legacy"}, keycloakKeys...)},
+			path: ours(5, seeded(hashStored, "legacy", "written-by-us", "extra", "written-by-someone")),
+			want: Plan{CAS: 5, ManagedKeys: append(keycloakKeys[:4:4], "legacy", "webhook")},
+		},
+		{
+			name: "prune=true with empty ManagedKeys (status lost) prunes nothing",
+			spec: spec{data: keycloak(), prune: true},
+			path: ours(5, seeded(hashStored, "legacy", "written-by-us")),
+			want: Plan{CAS: 5},
+		},
+		{
+			name: "prune=true does not prune a managed key that is still declared, nor one already gone",
+			spec: spec{data: keycloak(), prune: true, managed: append([]string{"gone"}, keycloakKeys...)},
+			path: ours(5, seeded(hashStored)),
+			want: Plan{CAS: 5, ManagedKeys: keycloakKeys},
+		},
+		{
+			name: "prune=true: a managed leaf replaced by a declared map is pruned and the map created",
+			spec: spec{data: m{"smtp": m{"password": "<random:16>"}}, prune: true, managed: []string{"smtp"}},
+			path: ours(5, m{"smtp": "written-by-us"}),
+			want: Plan{
+				Actions:     []Action{create("smtp.password"), prune("smtp")},
+				Data:        m{"smtp": m{"password": rnd16}},
+				CAS:         5,
+				ManagedKeys: []string{"smtp.password"},
+			},
+		},
+		{
+			name: "prune=true: a managed map replaced by a declared leaf is pruned and the leaf created",
+			spec: spec{data: m{"smtp": "<random:16>"}, prune: true, managed: []string{"smtp.password", "smtp.user"}},
+			path: ours(5, m{"smtp": m{"password": "written-by-us", "user": "written-by-us"}}),
+			want: Plan{
+				Actions:     []Action{create("smtp"), prune("smtp.password"), prune("smtp.user")},
+				Data:        m{"smtp": rnd16},
+				CAS:         5,
+				ManagedKeys: []string{"smtp"},
+			},
+		},
+		{
+			name: "ManagedKeys after the plan: written keys added, hand-deleted undeclared managed keys dropped",
+			spec: spec{data: keycloak(), managed: []string{"admin.password", "admin.username", "stale.key"}},
+			path: ours(5, seeded(hashStored, "admin.password", nil, "clients", nil)),
+			want: Plan{
+				Actions: []Action{create("admin.password"), create("clients.grafana-core.clientSecret"), update("admin.passwordHashed")},
+				Data:    seeded(hashOf(rnd24), "admin.password", rnd24, "clients.grafana-core.clientSecret", rnd32),
+				CAS:     5,
+				// admin.passwordHashed is rewritten, so it is ours now;
+				// webhook was never listed and is not written.
+				ManagedKeys: []string{"admin.password", "admin.passwordHashed", "admin.username", "clients.grafana-core.clientSecret"},
+			},
+		},
+		{
+			name: "soft-deleted latest version: create-field for every key with CAS N, no create action",
+			spec: spec{data: keycloak(), managed: keycloakKeys},
+			path: &vaultkv.Secret{Exists: true, Deleted: true, Version: 9, CustomMetadata: md(ownerKey, testOwner)},
+			want: Plan{
+				Actions:     createAll,
+				Data:        fresh,
+				CAS:         9,
+				ManagedKeys: keycloakKeys,
+			},
+		},
+		{
+			name: "soft-deleted latest version of an unowned path: adopt and create every key",
+			spec: spec{data: keycloak()},
+			path: &vaultkv.Secret{Exists: true, Deleted: true, Version: 2},
+			want: Plan{
+				Actions:     append([]Action{actAdopt}, createAll...),
+				Mark:        md(ownerKey, testOwner),
+				Data:        fresh,
+				CAS:         2,
+				ManagedKeys: keycloakKeys,
+			},
+		},
+		{
+			name: "soft-deleted latest version with a new rotation token: keys are created, the token recorded",
+			spec: spec{data: keycloak(), rotate: rotation, managed: keycloakKeys},
+			path: &vaultkv.Secret{Exists: true, Deleted: true, Version: 9, CustomMetadata: md(ownerKey, testOwner, tokenKey, "t0")},
+			want: Plan{
+				Actions:     append(createAll[:len(createAll):len(createAll)], actRecordToken),
+				Data:        fresh,
+				CAS:         9,
+				RecordToken: "2026-10-12",
+				ManagedKeys: keycloakKeys,
+			},
+		},
+	})
+}
+
+func TestPlanAge(t *testing.T) {
+	// age secrets come from crypto/rand, not Generator.Rand: checked by
+	// shape (a valid secret, other than the stored one) and by pairing.
+	oldSecret := generated(t, 0, "<age:secret>")
+	oldPublic := mustAgePublic(t, oldSecret)
+	otherPublic := mustAgePublic(t, generated(t, 0, "<age:secret>"))
+	newPublic := agePublicOf("sops.secret")
+	sops := func() m { return m{"sops": m{"secret": "<age:secret>", "public": "<age:public>"}} }
+	keys := []string{"sops.public", "sops.secret"}
+
+	runPlanCases(t, []planCase{
+		{
+			name: "absent path: the pair is created together",
+			spec: spec{data: sops()},
+			path: &vaultkv.Secret{},
+			want: Plan{
+				Actions:     []Action{actCreate, create("sops.public"), create("sops.secret")},
+				Mark:        md(ownerKey, testOwner),
+				Data:        m{"sops": m{"secret": newAgeSecret(""), "public": newPublic}},
+				ManagedKeys: keys,
+			},
+		},
+		{
+			name: "the age public follows a rotated age secret",
+			spec: spec{data: sops(), rotate: &templating.Rotate{Token: "t2", Keys: []string{"sops.secret"}}, managed: keys},
+			path: ours(5, m{"sops": m{"secret": oldSecret, "public": oldPublic}}, tokenKey, "t1"),
+			want: Plan{
+				Actions:     []Action{update("sops.public"), rotate("sops.secret"), actRecordToken},
+				Data:        m{"sops": m{"secret": newAgeSecret(oldSecret), "public": newPublic}},
+				CAS:         5,
+				RecordToken: "t2",
+				ManagedKeys: keys,
+			},
+		},
+		{
+			name: "a matching pair stays",
+			spec: spec{data: sops(), managed: keys},
+			path: ours(5, m{"sops": m{"secret": oldSecret, "public": oldPublic}}),
+			want: Plan{CAS: 5, ManagedKeys: keys},
+		},
+		{
+			name: "a hand-edited age public is put back from the stored secret",
+			spec: spec{data: sops(), managed: keys},
+			path: ours(5, m{"sops": m{"secret": oldSecret, "public": otherPublic}}),
+			want: Plan{
+				Actions:     []Action{update("sops.public")},
+				Data:        m{"sops": m{"secret": oldSecret, "public": oldPublic}},
+				CAS:         5,
+				ManagedKeys: keys,
+			},
+		},
+		{
+			name: "a hand-deleted age secret comes back and takes a new public with it",
+			spec: spec{data: sops(), managed: keys},
+			path: ours(5, m{"sops": m{"public": oldPublic}}),
+			want: Plan{
+				Actions:     []Action{create("sops.secret"), update("sops.public")},
+				Data:        m{"sops": m{"secret": newAgeSecret(oldSecret), "public": newPublic}},
+				CAS:         5,
+				ManagedKeys: keys,
+			},
+		},
+	})
+}
+
+func TestPlanRefPending(t *testing.T) {
+	clients := func() m {
+		return m{
+			"db":      m{"user": "keycloak", "password": "<ref:" + pgRef + ">"},
+			"missing": "<random:8>",
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		data   m
+		rotate *templating.Rotate
+		path   *vaultkv.Secret
+		refs   map[string]*vaultkv.Secret
+		want   string
+	}{
+		{
+			name: "source path not read (absent from Refs)",
+			data: clients(),
+			path: &vaultkv.Secret{},
+			want: "waiting for " + pgRef + " (path missing)",
+		},
+		{
+			name: "source path missing",
+			data: clients(),
+			path: ours(5, m{"db": m{"user": "keycloak"}}),
+			refs: map[string]*vaultkv.Secret{pgPath: {}},
+			want: "waiting for " + pgRef + " (path missing)",
+		},
+		{
+			name: "source key missing",
+			data: clients(),
+			path: ours(5, m{"db": m{"user": "keycloak"}}),
+			refs: map[string]*vaultkv.Secret{pgPath: {Exists: true, Version: 1, Data: m{"users": m{"grafana": m{"password": "x1y2z3w4"}}}}},
+			want: "waiting for " + pgRef + " (key missing)",
+		},
+		{
+			name: "source key is a map, not a leaf",
+			data: clients(),
+			path: ours(5, m{"db": m{"user": "keycloak"}}),
+			refs: map[string]*vaultkv.Secret{pgPath: pgSecret(m{"nested": "x1y2z3w4"})},
+			want: "waiting for " + pgRef + " (key missing)",
+		},
+		{
+			name: "source key empty",
+			data: clients(),
+			path: ours(5, m{"db": m{"user": "keycloak"}}),
+			refs: map[string]*vaultkv.Secret{pgPath: pgSecret("")},
+			want: "waiting for " + pgRef + " (empty)",
+		},
+		{
+			name: "source latest version soft-deleted",
+			data: clients(),
+			path: ours(5, m{"db": m{"user": "keycloak"}}),
+			refs: map[string]*vaultkv.Secret{pgPath: {Exists: true, Deleted: true, Version: 3}},
+			want: "waiting for " + pgRef + " (latest version deleted)",
+		},
+		{
+			name: "several sources: every one named, sorted, each once",
+			data: m{
+				"a":  "<ref:" + pgPath + "#users.a>",
+				"a2": "<ref:" + pgPath + "#users.a>",
+				"b":  "<ref:ohmlab/platforms/production/core/harbor#admin>",
+				"ok": "<ref:" + pgRef + ">",
+			},
+			path: &vaultkv.Secret{},
+			refs: map[string]*vaultkv.Secret{pgPath: pgSecret("pg-source")},
+			want: "waiting for ohmlab/platforms/production/core/harbor#admin (path missing), " + pgPath + "#users.a (key missing)",
+		},
+		{
+			name: "pending also on an unowned path: nothing planned, not even the adoption",
+			data: clients(),
+			path: handMade(5, m{"db": m{"user": "keycloak"}}),
+			want: "waiting for " + pgRef + " (path missing)",
+		},
+		{
+			name:   "pending takes precedence over a rotation",
+			data:   clients(),
+			rotate: &templating.Rotate{Token: "t2"},
+			path:   ours(5, m{"db": m{"user": "keycloak"}}, tokenKey, "t1"),
+			want:   "waiting for " + pgRef + " (path missing)",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := spec{data: tc.data, rotate: tc.rotate, prune: true, managed: []string{"db.user", "gone"}}
+			got, err := plan(desired(t, s), Observed{Path: tc.path, Refs: tc.refs}, testGen())
+			if err != nil {
+				t.Fatalf("plan: %v", err)
+			}
+			want := Plan{Outcome: OutcomeWait, Reason: ohmlabv1alpha1.ReasonRefPending, Message: tc.want}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestPlanStop(t *testing.T) {
+	longValue := strings.Repeat("L", 73)
+	badAge := "AGE-SECRET-KEY-NOT-REALLY"
+	for _, tc := range []struct {
+		name   string
+		data   m
+		path   *vaultkv.Secret
+		refs   map[string]*vaultkv.Secret
+		reason string
+		want   string
+	}{
+		{
+			name:   "path owned by another object: no actions",
+			data:   keycloak(),
+			path:   &vaultkv.Secret{Exists: true, Version: 5, Data: seeded("x"), CustomMetadata: md(ownerKey, otherOwner)},
+			reason: ohmlabv1alpha1.ReasonOwnedByAnother,
+			want:   "the path is owned by " + otherOwner + " (custom_metadata " + ownerKey + "); delete one of the two objects, or remove the marker to hand the path over",
+		},
+		{
+			name:   "marker of another object on a path without versions",
+			data:   keycloak(),
+			path:   &vaultkv.Secret{CustomMetadata: md(ownerKey, otherOwner)},
+			reason: ohmlabv1alpha1.ReasonOwnedByAnother,
+			want:   "the path is owned by " + otherOwner + " (custom_metadata " + ownerKey + "); delete one of the two objects, or remove the marker to hand the path over",
+		},
+		{
+			name:   "owned by another takes precedence over a pending reference",
+			data:   m{"x": "<ref:" + pgRef + ">"},
+			path:   &vaultkv.Secret{Exists: true, Version: 5, CustomMetadata: md(ownerKey, otherOwner)},
+			reason: ohmlabv1alpha1.ReasonOwnedByAnother,
+			want:   "the path is owned by " + otherOwner + " (custom_metadata " + ownerKey + "); delete one of the two objects, or remove the marker to hand the path over",
+		},
+		{
+			name:   "bcrypt of a \"\" placeholder on an absent path names both keys",
+			data:   m{"admin": m{"password": "", "passwordHashed": "<bcrypt:admin.password>"}},
+			path:   &vaultkv.Secret{},
+			reason: ohmlabv1alpha1.ReasonInvalidSpec,
+			want:   "admin.passwordHashed: cannot be computed while admin.password is empty; fill it in",
+		},
+		{
+			name:   "bcrypt of a placeholder still \"\" on the path",
+			data:   m{"admin": m{"password": "", "passwordHashed": "<bcrypt:admin.password>"}},
+			path:   ours(5, m{"admin": m{"password": ""}}),
+			reason: ohmlabv1alpha1.ReasonInvalidSpec,
+			want:   "admin.passwordHashed: cannot be computed while admin.password is empty; fill it in",
+		},
+		{
+			name:   "bcrypt source longer than 72 bytes on the path",
+			data:   keycloak(),
+			path:   ours(5, seeded("x", "admin.password", longValue)),
+			reason: ohmlabv1alpha1.ReasonInvalidSpec,
+			want:   "admin.password: the value on the path is longer than 72 bytes, the most bcrypt accepts",
+		},
+		{
+			name:   "stored age secret that does not parse",
+			data:   m{"sops": m{"secret": "<age:secret>", "public": "<age:public>"}},
+			path:   ours(5, m{"sops": m{"secret": badAge}}),
+			reason: ohmlabv1alpha1.ReasonInvalidSpec,
+			want:   "sops.secret: the value on the path is not an age X25519 secret key (AGE-SECRET-KEY-1…)",
+		},
+		{
+			name:   "shape conflict: declared a.b where the path holds a string at a",
+			data:   m{"a": m{"b": "<random:8>"}},
+			path:   ours(5, m{"a": "written-by-someone"}),
+			reason: ohmlabv1alpha1.ReasonInvalidSpec,
+			want:   "a.b: cannot be created without overwriting a on the path; move or delete that key by hand",
+		},
+		{
+			name:   "shape conflict: declared leaf a where the path holds a map at a",
+			data:   m{"a": "<random:8>"},
+			path:   ours(5, m{"a": m{"x": "written-by-someone", "y": "too"}}),
+			reason: ohmlabv1alpha1.ReasonInvalidSpec,
+			want:   "a: cannot be created without overwriting a.x on the path; move or delete that key by hand",
+		},
+		{
+			name:   "shape conflict on adoption: no adopt planned",
+			data:   m{"a": m{"b": "plain"}},
+			path:   handMade(5, m{"a": "written-by-someone"}),
+			reason: ohmlabv1alpha1.ReasonInvalidSpec,
+			want:   "a.b: cannot be created without overwriting a on the path; move or delete that key by hand",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := plan(desired(t, spec{data: tc.data, prune: true, managed: []string{"a.c"}}), Observed{Path: tc.path, Refs: tc.refs}, testGen())
+			if err != nil {
+				t.Fatalf("plan: %v", err)
+			}
+			want := Plan{Outcome: OutcomeStop, Reason: tc.reason, Message: tc.want}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestPlanRandError(t *testing.T) {
+	g := templating.Generator{Rand: failingReader{}, BcryptCost: bcrypt.MinCost}
+	got, err := plan(desired(t, spec{data: keycloak()}), Observed{Path: &vaultkv.Secret{}}, g)
+	if !errors.Is(err, errNoRandomness) {
+		t.Fatalf("err = %v, want one wrapping %v", err, errNoRandomness)
+	}
+	if diff := cmp.Diff(Plan{}, got); diff != "" {
+		t.Errorf("plan on error (-want +got):\n%s", diff)
+	}
+	// A plan that generates nothing does not read Rand.
+	hash := mustBcrypt(t, storedPassword)
+	if _, err := plan(desired(t, spec{data: keycloak()}), Observed{Path: ours(1, seeded(hash))}, g); err != nil {
+		t.Errorf("quiet resync read Rand: %v", err)
+	}
+}
+
+func TestPlanDeterministic(t *testing.T) {
+	// age secrets and bcrypt salts come from crypto/rand, not g.Rand.
+	d := desired(t, spec{data: m{"a": "<random:24>", "b": "<hex:16>", "c": "<uuid>", "ph": "", "n": 3.0}})
+	p1, err1 := plan(d, Observed{Path: &vaultkv.Secret{}}, chachaGen(1))
+	p2, err2 := plan(d, Observed{Path: &vaultkv.Secret{}}, chachaGen(1))
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	if diff := cmp.Diff(p1, p2); diff != "" {
+		t.Errorf("same inputs and seed, different plans (-first +second):\n%s", diff)
+	}
+	p3, _ := plan(d, Observed{Path: &vaultkv.Secret{}}, chachaGen(2))
+	if cmp.Equal(p1.Data, p3.Data) {
+		t.Error("another seed gave the same values")
+	}
+}
+
+// noValueScenarios are plans that handle values, for the no-value and
+// no-mutation tests.
+func noValueScenarios(t *testing.T) []planCase {
+	t.Helper()
+	hash := mustBcrypt(t, "Typed-Secret-Password-1")
+	typed := m{
+		"admin": m{
+			"username":       "Typed-Secret-Username",
+			"password":       "Typed-Secret-Password-1",
+			"passwordHashed": hash,
+		},
+		"clients": m{"grafana-core": m{"clientSecret": "Typed-Secret-Client-1"}},
+		"webhook": "Typed-Secret-Webhook-1",
+	}
+	clone := func(d m) m { return deepCopy(d) }
+	data := func() m {
+		d := keycloak()
+		templating.SetPath(d, "admin.username", "Declared-Plain-Username")
+		templating.SetPath(d, "db.password", "<ref:"+pgRef+">")
+		templating.SetPath(d, "sops.secret", "<age:secret>")
+		templating.SetPath(d, "sops.public", "<age:public>")
+		return d
+	}
+	refs := map[string]*vaultkv.Secret{pgPath: pgSecret("Source-Secret-Value-1")}
+	withEdits := func(kv ...any) m {
+		d := clone(typed)
+		for i := 0; i < len(kv); i += 2 {
+			if kv[i+1] == nil {
+				templating.DeletePath(d, kv[i].(string))
+			} else {
+				templating.SetPath(d, kv[i].(string), kv[i+1])
+			}
+		}
+		return d
+	}
+	rotation := &templating.Rotate{Token: "t2"}
+	managed := []string{"admin.password", "legacy.key", "legacy.other"}
+	return []planCase{
+		{name: "create", spec: spec{data: data(), rotate: rotation}, path: &vaultkv.Secret{}, refs: refs},
+		{name: "adopt and fill", spec: spec{data: data()}, path: handMade(3, withEdits("clients", nil)), refs: refs},
+		{name: "rotate and prune", spec: spec{data: data(), rotate: rotation, prune: true, managed: managed},
+			path: ours(4, withEdits("legacy", m{"key": "Pruned-Secret-Value-1", "other": "Pruned-Secret-Value-2"}, "kept", m{"x": "Foreign-Secret-Value"}), tokenKey, "t1"), refs: refs},
+		{name: "ref update", spec: spec{data: data()}, path: ours(4, withEdits("db.password", "Stale-Copy-Value-1")), refs: refs},
+		{name: "bcrypt of edited source", spec: spec{data: data()}, path: ours(4, withEdits("admin.password", "Edited-Secret-Password")), refs: refs},
+		{name: "long bcrypt source", spec: spec{data: data()}, path: ours(4, withEdits("admin.password", strings.Repeat("Long-Secret-Value-", 5))), refs: refs},
+		{name: "bad age secret", spec: spec{data: data()}, path: ours(4, withEdits("sops.secret", "AGE-SECRET-KEY-Broken-Secret")), refs: refs},
+		{name: "shape conflict", spec: spec{data: data()}, path: ours(4, withEdits("sops", "Shape-Secret-Value")), refs: refs},
+		{name: "empty bcrypt source", spec: spec{data: m{"pw": "", "h": "<bcrypt:pw>", "other": "Declared-Plain-Other"}}, path: ours(4, m{"pw": ""})},
+		{name: "ref pending on empty", spec: spec{data: data()}, path: ours(4, clone(typed)), refs: map[string]*vaultkv.Secret{pgPath: pgSecret("")}},
+		{name: "owned by another", spec: spec{data: data()}, path: &vaultkv.Secret{Exists: true, Version: 2, Data: clone(typed), CustomMetadata: md(ownerKey, otherOwner)}, refs: refs},
+	}
+}
+
+// values returns every leaf of trees as a string, when long enough to be
+// recognised (short values such as "admin" are also key names).
+func values(trees ...map[string]any) []string {
+	var out []string
+	for _, tr := range trees {
+		for _, v := range templating.Flatten(tr) {
+			if s := templating.Stringify(v); len(s) >= 8 {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+func TestPlanNoValueInMessageOrSummary(t *testing.T) {
+	for _, tc := range noValueScenarios(t) {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := plan(desired(t, tc.spec), Observed{Path: tc.path, Refs: tc.refs}, chachaGen(3))
+			if err != nil {
+				t.Fatalf("plan: %v", err)
+			}
+			secrets := values(tc.spec.data, got.Data)
+			if tc.path != nil {
+				secrets = append(secrets, values(tc.path.Data)...)
+			}
+			for _, r := range tc.refs {
+				secrets = append(secrets, values(r.Data)...)
+			}
+			if len(secrets) == 0 {
+				t.Fatal("scenario holds no value to look for")
+			}
+			for _, text := range []string{got.Message, got.Summary(), fmt.Sprint(got.Actions), strings.Join(got.ManagedKeys, ",")} {
+				for _, s := range secrets {
+					if strings.HasPrefix(s, "<") { // a template is no value
+						continue
+					}
+					if strings.Contains(text, s) {
+						t.Errorf("%q holds the value %q", text, s)
+					}
+				}
+			}
+			if got.Outcome == OutcomeApply && got.Summary() == "" {
+				t.Errorf("scenario plans nothing: it does not exercise Summary")
+			}
+		})
+	}
+}
+
+func TestPlanDoesNotMutateObserved(t *testing.T) {
+	for _, tc := range noValueScenarios(t) {
+		t.Run(tc.name, func(t *testing.T) {
+			var before *vaultkv.Secret
+			if tc.path != nil {
+				before = &vaultkv.Secret{Exists: tc.path.Exists, Version: tc.path.Version, Deleted: tc.path.Deleted,
+					Data: deepCopy(tc.path.Data), CustomMetadata: md()}
+				if tc.path.Data == nil {
+					before.Data = nil
+				}
+				for k, v := range tc.path.CustomMetadata {
+					before.CustomMetadata[k] = v
+				}
+				if tc.path.CustomMetadata == nil {
+					before.CustomMetadata = nil
+				}
+			}
+			refsBefore := map[string]m{}
+			for p, r := range tc.refs {
+				refsBefore[p] = deepCopy(r.Data)
+			}
+			got, err := plan(desired(t, tc.spec), Observed{Path: tc.path, Refs: tc.refs}, chachaGen(4))
+			if err != nil {
+				t.Fatalf("plan: %v", err)
+			}
+			if diff := cmp.Diff(before, tc.path); diff != "" {
+				t.Errorf("plan changed Observed.Path (-before +after):\n%s", diff)
+			}
+			// The plan's tree shares no map with the observed one.
+			if got.Data != nil {
+				for k := range templating.Flatten(got.Data) {
+					templating.SetPath(got.Data, k, "overwritten")
+				}
+				if got.Mark != nil {
+					got.Mark["x"] = "y"
+				}
+				if diff := cmp.Diff(before, tc.path); diff != "" {
+					t.Errorf("Plan.Data aliases Observed.Path (-before +after):\n%s", diff)
+				}
+			}
+			for p, r := range tc.refs {
+				if diff := cmp.Diff(refsBefore[p], r.Data); diff != "" {
+					t.Errorf("plan changed Observed.Refs[%s] (-before +after):\n%s", p, diff)
+				}
+			}
+		})
+	}
+}
+
+func TestSummary(t *testing.T) {
+	keys := func(n int) []Action {
+		var out []Action
+		for i := 1; i <= n; i++ {
+			out = append(out, create(fmt.Sprintf("k%02d", i)))
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name    string
+		actions []Action
+		want    string
+	}{
+		{name: "empty plan", want: ""},
+		{name: "the product document's example", actions: []Action{actAdopt, update("keycloak.clientSecret")}, want: "1 adopt, 1 update-field (keycloak.clientSecret)"},
+		{name: "adopt only", actions: []Action{actAdopt}, want: "1 adopt"},
+		{
+			name:    "create with its fields",
+			actions: []Action{actCreate, create("a"), create("b.c"), create("d")},
+			want:    "1 create, 3 create-field (a, b.c, d)",
+		},
+		{
+			name:    "rotation, in action order whatever the input order",
+			actions: []Action{actRecordToken, rotate("admin.password"), update("admin.passwordHashed")},
+			want:    "1 update-field (admin.passwordHashed), 1 rotate (admin.password), 1 record-token",
+		},
+		{
+			name:    "every action",
+			actions: []Action{act(ActionDelete, ""), actRecordToken, rotate("r"), prune("p"), update("u"), create("c"), actAdopt, actCreate},
+			want:    "1 create, 1 adopt, 1 create-field (c), 1 update-field (u), 1 delete-field (p), 1 rotate (r), 1 record-token, 1 delete",
+		},
+		{name: "ten keys are all listed", actions: keys(10), want: "10 create-field (k01, k02, k03, k04, k05, k06, k07, k08, k09, k10)"},
+		{name: "eleven keys: the eleventh is counted", actions: keys(11), want: "11 create-field (k01, k02, k03, k04, k05, k06, k07, k08, k09, k10, and 1 more)"},
+		{
+			name:    "the cap applies per action",
+			actions: append(keys(12), prune("x"), prune("y")),
+			want:    "12 create-field (k01, k02, k03, k04, k05, k06, k07, k08, k09, k10, and 2 more), 2 delete-field (x, y)",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := (Plan{Actions: tc.actions}).Summary(); got != tc.want {
+				t.Errorf("Summary() = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestSummaryOfPlans(t *testing.T) {
+	hash := mustBcrypt(t, storedPassword)
+	for _, tc := range []struct {
+		name string
+		spec spec
+		path *vaultkv.Secret
+		refs map[string]*vaultkv.Secret
+		want string
+	}{
+		{
+			name: "adoption with a reference put back",
+			spec: spec{data: m{"keycloak": m{"clientSecret": "<ref:" + pgRef + ">"}}},
+			path: handMade(2, m{"keycloak": m{"clientSecret": "stale"}}),
+			refs: map[string]*vaultkv.Secret{pgPath: pgSecret("pg-source")},
+			want: "1 adopt, 1 update-field (keycloak.clientSecret)",
+		},
+		{
+			name: "creation",
+			spec: spec{data: keycloak()},
+			path: &vaultkv.Secret{},
+			want: "1 create, 5 create-field (admin.password, admin.passwordHashed, admin.username, clients.grafana-core.clientSecret, webhook)",
+		},
+		{
+			name: "rotation",
+			spec: spec{data: keycloak(), rotate: &templating.Rotate{Token: "t2", Keys: []string{"admin.password"}}, managed: keycloakKeys},
+			path: ours(3, seeded(hash), tokenKey, "t1"),
+			want: "1 update-field (admin.passwordHashed), 1 rotate (admin.password), 1 record-token",
+		},
+		{
+			name: "quiet resync",
+			spec: spec{data: keycloak(), managed: keycloakKeys},
+			path: ours(3, seeded(hash)),
+			want: "",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := plan(desired(t, tc.spec), Observed{Path: tc.path, Refs: tc.refs}, testGen())
+			if err != nil {
+				t.Fatalf("plan: %v", err)
+			}
+			if s := got.Summary(); s != tc.want {
+				t.Errorf("Summary() = %q, want %q", s, tc.want)
+			}
+			if got.Empty() != (tc.want == "") {
+				t.Errorf("Empty() = %v with summary %q", got.Empty(), tc.want)
+			}
+		})
+	}
+}
+
+func TestPlanCounts(t *testing.T) {
+	p := Plan{Actions: []Action{actAdopt, create("a"), create("b"), update("c")}}
+	want := map[string]int{ActionAdopt: 1, ActionCreateField: 2, ActionUpdateField: 1}
+	if diff := cmp.Diff(want, p.Counts()); diff != "" {
+		t.Errorf("Counts (-want +got):\n%s", diff)
+	}
+}

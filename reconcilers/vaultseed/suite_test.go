@@ -1,0 +1,371 @@
+package vaultseed
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/zapr"
+	vaultapi "github.com/hashicorp/vault/api"
+	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	eventsv1 "k8s.io/api/events/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+	"github.com/ohmlab/ohmlab-controller/internal/seeds"
+	"github.com/ohmlab/ohmlab-controller/templating"
+	"github.com/ohmlab/ohmlab-controller/test/harness"
+	"github.com/ohmlab/ohmlab-controller/vaultkv"
+)
+
+// The control plane and Vault are shared by the tests of this package and
+// started by the first test that needs them (the planner's tests do not);
+// each test runs its own controller on its own namespace and paths.
+var (
+	cp        *harness.ControlPlane
+	vault     *harness.Vault
+	serversUp sync.Once
+	serversOK bool
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if vault != nil {
+		vault.Stop()
+	}
+	if cp != nil {
+		_ = cp.Stop()
+	}
+	os.Exit(code)
+}
+
+// startServers starts the shared control plane and Vault once, and fails
+// the test when they cannot start.
+func startServers(t *testing.T) {
+	t.Helper()
+	serversUp.Do(func() {
+		var err error
+		if cp, err = harness.StartControlPlane(harness.Options{}); err != nil {
+			t.Log(err)
+			return
+		}
+		if vault, err = harness.StartVault(); err != nil {
+			t.Log(err)
+			return
+		}
+		serversOK = true
+	})
+	if !serversOK {
+		t.Fatal("the control plane or Vault did not start (see the first failing test)")
+	}
+}
+
+// controllerOptions change the controller a test runs.
+type controllerOptions struct {
+	observeOnly bool
+	allowDelete bool
+	resync      time.Duration // default 1 h: tests that want a resync say so
+	kv          vaultkv.KV    // default: a root-token client over the test Vault
+}
+
+// fixture is one test's controller and namespace.
+type fixture struct {
+	t       *testing.T
+	ns      string
+	kv      *spyKV
+	metrics *prometheus.Registry
+	logs    *syncBuffer
+}
+
+// startController creates a namespace for the test and runs a manager with
+// the VaultSeed reconciler on it until the test ends.
+func startController(t *testing.T, opts controllerOptions) *fixture {
+	t.Helper()
+	startServers(t)
+	g := NewWithT(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	ns := uniqueNamespace(t)
+	g.Expect(cp.EnsureNamespace(ctx, ns)).To(Succeed())
+	if opts.resync == 0 {
+		opts.resync = time.Hour
+	}
+	if opts.kv == nil {
+		opts.kv = rootKV(t)
+	}
+	f := &fixture{t: t, ns: ns, kv: &spyKV{KV: opts.kv}, metrics: prometheus.NewRegistry(), logs: &syncBuffer{}}
+	logger := zapr.NewLogger(zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(f.logs), zap.DebugLevel)))
+	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
+		Scheme:                 cp.Scheme,
+		Logger:                 logger,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		Controller:             config.Controller{SkipNameValidation: new(true)},
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(seeds.IndexFields(ctx, mgr)).To(Succeed())
+	r := &Reconciler{
+		Client:       mgr.GetClient(),
+		KV:           f.kv,
+		Generator:    templating.Generator{BcryptCost: 4, Cache: templating.NewHashCache(nil, 0)},
+		Recorder:     mgr.GetEventRecorder("ohmlab-controller"),
+		Metrics:      NewMetrics(f.metrics),
+		Target:       "vault",
+		ObserveOnly:  opts.observeOnly,
+		AllowDelete:  opts.allowDelete,
+		ResyncPeriod: opts.resync,
+	}
+	g.Expect(r.SetupWithManager(mgr, 2)).To(Succeed())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return f
+}
+
+// uniqueNamespace is a namespace name unique to the test.
+func uniqueNamespace(t *testing.T) string {
+	name := strings.ToLower(t.Name())
+	name = strings.NewReplacer("/", "-", "_", "-").Replace(name)
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	return fmt.Sprintf("%s-%d", strings.Trim(name, "-"), time.Now().UnixNano()%100000)
+}
+
+// path returns a KV path unique to the test, under platforms/+/+/ of the
+// ohmlab mount.
+func (f *fixture) path(name string) string {
+	return "ohmlab/platforms/" + f.ns + "/core/" + name
+}
+
+func rootKV(t *testing.T) *vaultkv.Client {
+	t.Helper()
+	c, err := vaultkv.New(vaultkv.Config{Address: vault.Addr, Timeout: 2 * time.Second,
+		Auth: vaultkv.AuthConfig{Method: vaultkv.MethodToken, Token: harness.VaultRootToken}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// seed builds a VaultSeed in the fixture's namespace from a JSON data tree.
+func (f *fixture) seed(name, path, data string) *ohmlabv1alpha1.VaultSeed {
+	return &ohmlabv1alpha1.VaultSeed{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name},
+		Spec:       ohmlabv1alpha1.VaultSeedSpec{Path: path, Data: &apiextensionsv1.JSON{Raw: []byte(data)}},
+	}
+}
+
+func (f *fixture) create(obj *ohmlabv1alpha1.VaultSeed) {
+	f.t.Helper()
+	NewWithT(f.t).Expect(cp.Client.Create(context.Background(), obj)).To(Succeed())
+}
+
+func (f *fixture) get(name string) *ohmlabv1alpha1.VaultSeed {
+	f.t.Helper()
+	obj := &ohmlabv1alpha1.VaultSeed{}
+	NewWithT(f.t).Expect(cp.Client.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: name}, obj)).To(Succeed())
+	return obj
+}
+
+// update applies change to the object, retrying on conflicts.
+func (f *fixture) update(name string, change func(*ohmlabv1alpha1.VaultSeed)) {
+	f.t.Helper()
+	NewWithT(f.t).Eventually(func() error {
+		obj := f.get(name)
+		change(obj)
+		return cp.Client.Update(context.Background(), obj)
+	}).Should(Succeed())
+}
+
+// waitReason waits until the object's Ready condition has the reason, for
+// its current generation, and returns the object.
+func (f *fixture) waitReason(name, reason string, timeout time.Duration) *ohmlabv1alpha1.VaultSeed {
+	f.t.Helper()
+	var obj *ohmlabv1alpha1.VaultSeed
+	NewWithT(f.t).Eventually(func(g Gomega) {
+		obj = f.get(name)
+		c := apimeta.FindStatusCondition(obj.Status.Conditions, ohmlabv1alpha1.ConditionReady)
+		g.Expect(c).NotTo(BeNil(), "no Ready condition yet")
+		g.Expect(c.Reason).To(Equal(reason), c.Message)
+		g.Expect(c.ObservedGeneration).To(Equal(obj.Generation))
+	}).WithTimeout(timeout).WithPolling(100 * time.Millisecond).Should(Succeed())
+	return obj
+}
+
+func (f *fixture) waitReady(name string) *ohmlabv1alpha1.VaultSeed {
+	f.t.Helper()
+	return f.waitReason(name, ohmlabv1alpha1.ReasonReconciled, 20*time.Second)
+}
+
+// kvPath is one path as Vault holds it, read with the root token.
+type kvPath struct {
+	Data     map[string]any
+	Version  int
+	Metadata map[string]any
+}
+
+func readPath(t *testing.T, path string) kvPath {
+	t.Helper()
+	mount, rest, _ := strings.Cut(path, "/")
+	s, err := vault.Client.KVv2(mount).Get(context.Background(), rest)
+	if err != nil {
+		t.Fatalf("reading %s: %v", path, err)
+	}
+	return kvPath{Data: s.Data, Version: s.VersionMetadata.Version, Metadata: s.CustomMetadata}
+}
+
+// handWrite writes a path as a person would, with the root token.
+func handWrite(t *testing.T, path string, data map[string]any) int {
+	t.Helper()
+	mount, rest, _ := strings.Cut(path, "/")
+	s, err := vault.Client.KVv2(mount).Put(context.Background(), rest, data)
+	if err != nil {
+		t.Fatalf("writing %s: %v", path, err)
+	}
+	return s.VersionMetadata.Version
+}
+
+// handMark merges custom_metadata into a path as a person would.
+func handMark(t *testing.T, path string, md map[string]any) {
+	t.Helper()
+	mount, rest, _ := strings.Cut(path, "/")
+	err := vault.Client.KVv2(mount).PatchMetadata(context.Background(), rest, vaultapi.KVMetadataPatchInput{CustomMetadata: md})
+	if err != nil {
+		t.Fatalf("marking %s: %v", path, err)
+	}
+}
+
+// events returns the events regarding one object, as "type reason: note".
+func (f *fixture) events(name string) []string {
+	f.t.Helper()
+	var list eventsv1.EventList
+	NewWithT(f.t).Expect(cp.Client.List(context.Background(), &list, client.InNamespace(f.ns))).To(Succeed())
+	var out []string
+	for _, e := range list.Items {
+		if e.Regarding.Name == name {
+			out = append(out, e.Type+" "+e.Reason+": "+e.Note)
+		}
+	}
+	return out
+}
+
+// emitted returns everything the controller emitted for the test: logs,
+// events, objects with status, and metrics.
+func (f *fixture) emitted() string {
+	f.t.Helper()
+	var b strings.Builder
+	b.WriteString(f.logs.String())
+	var events eventsv1.EventList
+	_ = cp.Client.List(context.Background(), &events, client.InNamespace(f.ns))
+	var seeds ohmlabv1alpha1.VaultSeedList
+	_ = cp.Client.List(context.Background(), &seeds, client.InNamespace(f.ns))
+	for _, v := range []any{events, seeds} {
+		j, _ := json.Marshal(v)
+		b.Write(j)
+	}
+	mfs, _ := f.metrics.Gather()
+	for _, mf := range mfs {
+		b.WriteString(mf.String())
+	}
+	return b.String()
+}
+
+// spyKV counts the operations of a KV and can run a hook before each.
+type spyKV struct {
+	vaultkv.KV
+	mu     sync.Mutex
+	counts map[string]int
+	before func(op, path string)
+}
+
+func (s *spyKV) count(op, path string) {
+	s.mu.Lock()
+	if s.counts == nil {
+		s.counts = map[string]int{}
+	}
+	s.counts[op]++
+	hook := s.before
+	s.mu.Unlock()
+	if hook != nil {
+		hook(op, path)
+	}
+}
+
+func (s *spyKV) setBefore(hook func(op, path string)) {
+	s.mu.Lock()
+	s.before = hook
+	s.mu.Unlock()
+}
+
+// Counts returns a copy of the operation counts.
+func (s *spyKV) Counts() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range s.counts {
+		out[k] = v
+	}
+	return out
+}
+
+func (s *spyKV) Read(ctx context.Context, path string) (*vaultkv.Secret, error) {
+	s.count("read", path)
+	return s.KV.Read(ctx, path)
+}
+
+func (s *spyKV) Write(ctx context.Context, path string, data map[string]any, cas int) (int, error) {
+	s.count("write", path)
+	return s.KV.Write(ctx, path, data, cas)
+}
+
+func (s *spyKV) Mark(ctx context.Context, path string, md map[string]string) error {
+	s.count("mark", path)
+	return s.KV.Mark(ctx, path, md)
+}
+
+func (s *spyKV) Delete(ctx context.Context, path string) error {
+	s.count("delete", path)
+	return s.KV.Delete(ctx, path)
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
