@@ -26,6 +26,7 @@ generate: ## Generate deepcopy code (controller-gen).
 manifests: ## Generate the CRD and RBAC into config/, and copy the CRD into the chart.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=ohmlab-controller paths=./reconcilers/... output:rbac:artifacts:config=config/rbac
+	$(CONTROLLER_GEN) webhook paths=./webhooks/... output:webhook:artifacts:config=config/webhook
 	@if [ -d charts/ohmlab-controller ]; then mkdir -p charts/ohmlab-controller/files/crds && cp config/crd/bases/*.yaml charts/ohmlab-controller/files/crds/; fi
 
 .PHONY: build
@@ -71,3 +72,10 @@ $(BIN)/k8s/etcd: $(K8S_MOD)
 # Vault is BUSL-licensed: built for the tests only, never shipped.
 $(BIN)/vault: test/tools/vault/go.mod test/tools/vault/go.sum
 	cd test/tools/vault && go build -mod=mod $(TOOLS_GOFLAGS) -o $@ github.com/hashicorp/vault
+
+##@ Demo
+RESYNC    ?= 10m
+DEMO_EXIT ?=
+.PHONY: demo
+demo: tools build ## Run the controller on loopback with the keycloak example (RESYNC=15s, DEMO_EXIT=1).
+	go run ./test/demo -resync=$(RESYNC) $(if $(DEMO_EXIT),-exit)

@@ -7,6 +7,7 @@ package harness
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -29,4 +30,14 @@ func Bin(name string) (string, error) {
 		return "", fmt.Errorf("%s is missing: run `make tools` at the repository root to build it", p)
 	}
 	return p, nil
+}
+
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
