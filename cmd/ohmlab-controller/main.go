@@ -1,0 +1,195 @@
+// Command ohmlab-controller runs the targets its configuration file names,
+// one controller-runtime manager per target, behind one metrics endpoint and
+// one probe endpoint (product document, "Topologies").
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/zapr"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"golang.org/x/sync/errgroup"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+	"github.com/ohmlab/ohmlab-controller/internal/buildinfo"
+	"github.com/ohmlab/ohmlab-controller/reconcilers"
+)
+
+type flags struct {
+	config           string
+	metricsAddr      string
+	probeAddr        string
+	webhookPort      int
+	webhookCertDir   string
+	logLevel         string
+	leaderElect      bool
+	gracefulShutdown time.Duration
+}
+
+func main() {
+	var f flags
+	flag.StringVar(&f.config, "config", "/etc/ohmlab/config.yaml", "Configuration file: one section per target this process runs.")
+	flag.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "Address of the metrics endpoint (/metrics); \"0\" turns it off.")
+	flag.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "Address of the probe endpoint (/healthz, /readyz).")
+	flag.IntVar(&f.webhookPort, "webhook-port", 9443, "Port of the admission webhook server; 0 turns it off.")
+	flag.StringVar(&f.webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory holding the webhook's tls.crt and tls.key; reloaded when they change.")
+	flag.StringVar(&f.logLevel, "log-level", "info", "Log level: debug, info or error.")
+	flag.BoolVar(&f.leaderElect, "leader-elect", true, "Hold a Lease per target (ohmlab-controller-<target>) so that one replica reconciles.")
+	flag.DurationVar(&f.gracefulShutdown, "graceful-shutdown-timeout", 30*time.Second, "How long in-flight reconciles may finish after SIGTERM.")
+	flag.Parse()
+
+	log, err := newLogger(f.logLevel)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ohmlab-controller:", err)
+		os.Exit(2)
+	}
+	ctrl.SetLogger(log)
+	klog.SetLogger(log)
+	if err := run(ctrl.SetupSignalHandler(), f, log); err != nil {
+		log.Error(err, "exiting")
+		fmt.Fprintln(os.Stderr, "ohmlab-controller:", err)
+		os.Exit(1)
+	}
+}
+
+func newLogger(level string) (logr.Logger, error) {
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return logr.Logger{}, fmt.Errorf("--log-level: %w", err)
+	}
+	cfg := zap.NewProductionConfig()
+	cfg.Level = zap.NewAtomicLevelAt(lvl)
+	cfg.EncoderConfig.TimeKey = "ts"
+	cfg.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
+	z, err := cfg.Build()
+	if err != nil {
+		return logr.Logger{}, err
+	}
+	return zapr.NewLogger(z), nil
+}
+
+// run starts one manager per configured target and serves the process's
+// metrics and probes until ctx ends or a manager fails.
+func run(ctx context.Context, f flags, log logr.Logger) error {
+	data, err := os.ReadFile(f.config)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	sections, err := reconcilers.Sections(data)
+	if err != nil {
+		return err
+	}
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, ohmlabv1alpha1.AddToScheme, apiextensionsv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return err
+		}
+	}
+	restConfig, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("kubernetes client configuration: %w", err)
+	}
+	if err := reconcilers.RegisterMetrics(ctrlmetrics.Registry); err != nil {
+		return err
+	}
+	p := reconcilers.Process{
+		RestConfig: restConfig, Scheme: scheme, Registry: ctrlmetrics.Registry, Logger: log,
+		LeaderElection: f.leaderElect, GracefulShutdown: f.gracefulShutdown,
+	}
+	if f.webhookPort != 0 {
+		p.Webhook = &webhook.Options{Port: f.webhookPort, CertDir: f.webhookCertDir}
+	}
+	names := make([]string, 0, len(sections))
+	for name := range sections {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	checks := healthz.Handler{Checks: map[string]healthz.Checker{}}
+	managers := map[string]manager.Manager{}
+	for _, name := range names {
+		mgr, err := reconcilers.NewManager(ctx, name, sections[name], p)
+		if err != nil {
+			return err
+		}
+		managers[name] = mgr
+		checks.Checks[name+"-cache"] = cacheSynced(mgr)
+		if p.Webhook != nil && name == "vault" {
+			checks.Checks[name+"-webhook"] = mgr.GetWebhookServer().StartedChecker()
+		}
+	}
+	log.Info("starting", "version", buildinfo.Version, "revision", buildinfo.Revision, "targets", names)
+
+	g, ctx := errgroup.WithContext(ctx)
+	serve(ctx, g, f.probeAddr, map[string]http.Handler{
+		"/healthz": healthz.CheckHandler{Checker: healthz.Ping},
+		"/readyz":  &checks,
+	})
+	if f.metricsAddr != "0" {
+		serve(ctx, g, f.metricsAddr, map[string]http.Handler{
+			"/metrics": promhttp.HandlerFor(ctrlmetrics.Registry, promhttp.HandlerOpts{}),
+		})
+	}
+	for _, name := range names {
+		mgr := managers[name]
+		g.Go(func() error {
+			if err := mgr.Start(ctx); err != nil {
+				return fmt.Errorf("target %s: %w", name, err)
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// cacheSynced is ready once the manager's cache has synced. A backend that
+// is down never fails it: the probes report the process, not the backends.
+func cacheSynced(mgr manager.Manager) healthz.Checker {
+	return func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
+		defer cancel()
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return errors.New("cache not synced")
+		}
+		return nil
+	}
+}
+
+// serve runs an HTTP server on addr until ctx ends.
+func serve(ctx context.Context, g *errgroup.Group, addr string, routes map[string]http.Handler) {
+	mux := http.NewServeMux()
+	for path, h := range routes {
+		mux.Handle(path, h)
+	}
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	g.Go(func() error {
+		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serving %s: %w", addr, err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return srv.Shutdown(shutdown)
+	})
+}

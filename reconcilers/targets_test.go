@@ -1,0 +1,130 @@
+package reconcilers
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestSections(t *testing.T) {
+	tests := []struct {
+		name    string
+		file    string
+		want    []string
+		wantErr string
+	}{
+		{name: "one vault section", file: "targets:\n  vault:\n    namespaces: [a]\n", want: []string{"vault"}},
+		{name: "unknown top-level field", file: "targets:\n  vault: {}\nextra: 1\n", wantErr: `unknown field "extra"`},
+		{name: "no target", file: "targets: {}\n", wantErr: "targets: no target configured (known: vault)"},
+		{name: "empty file", file: "", wantErr: "no target configured"},
+		{name: "reserved harbor", file: "targets:\n  harbor: {}\n", wantErr: "config: targets.harbor: reserved, not implemented yet"},
+		{name: "grouped with a reserved target", file: "targets:\n  vault:\n    namespaces: [a]\n  sonarqube: {}\n", wantErr: "config: targets.sonarqube: reserved, not implemented yet"},
+		{name: "unknown target", file: "targets:\n  gitlab: {}\n", wantErr: "config: targets.gitlab: unknown target (known: vault)"},
+		{name: "not YAML", file: "targets: [", wantErr: "config:"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Sections([]byte(tt.file))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error = %v, want it to contain %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for n := range got {
+				names = append(names, n)
+			}
+			if diff := cmp.Diff(tt.want, names); diff != "" {
+				t.Errorf("sections (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestLoadVaultConfig(t *testing.T) {
+	t.Setenv("POD_NAMESPACE", "ohmlab-system")
+	full := DefaultVaultConfig()
+	full.Namespaces = []string{"vault-operator-system"}
+	full.Backend.Address = "https://vault:8200"
+	full.ResyncPeriod.Duration = 15 * time.Second
+	tests := []struct {
+		name    string
+		section string
+		want    *VaultConfig
+		wantErr string
+	}{
+		{
+			name:    "defaults fill what is not said",
+			section: "namespaces: [vault-operator-system]\nresyncPeriod: 15s\nbackend:\n  address: https://vault:8200\n",
+			want:    &full,
+		},
+		{name: "namespaces are required", section: "backend: {address: x}\n", wantErr: "targets.vault.namespaces: required"},
+		{name: "address is required", section: "namespaces: [a]\n", wantErr: "targets.vault.backend.address: required"},
+		{name: "unknown field", section: "namespaces: [a]\nbackend: {address: x}\nwatchAll: true\n", wantErr: `unknown field "watchAll"`},
+		{name: "unknown nested field", section: "namespaces: [a]\nbackend: {address: x, auth: {password: y}}\n", wantErr: `unknown field "password"`},
+		{name: "bad duration", section: "namespaces: [a]\nbackend: {address: x}\nresyncPeriod: soon\n", wantErr: "targets.vault"},
+		{name: "bad auth method", section: "namespaces: [a]\nbackend: {address: x, auth: {method: userpass}}\n", wantErr: `backend.auth.method: "userpass" is not kubernetes or token`},
+		{name: "token method needs a file", section: "namespaces: [a]\nbackend: {address: x, auth: {method: token, tokenFile: \"\"}}\n", wantErr: "backend.auth.tokenFile: required with method token"},
+		{name: "zero concurrency", section: "namespaces: [a]\nbackend: {address: x}\nconcurrency: 0\n", wantErr: "concurrency: must be at least 1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := LoadVaultConfig([]byte(tt.section))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error = %v, want it to contain %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(*tt.want, got); diff != "" {
+				t.Errorf("config (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// targetPackages are, per implemented target, the packages that hold its
+// reconciler and its backend client (and so its credentials).
+var targetPackages = map[string][]string{
+	"vault": {"reconcilers/vaultseed", "vaultkv"},
+}
+
+// TestTargetPackagesAreIsolated checks that a target's packages import
+// neither another target's packages nor this package, which links every
+// target (product document, "Topologies": the packages cannot import each
+// other).
+func TestTargetPackagesAreIsolated(t *testing.T) {
+	const module = "github.com/ohmlab/ohmlab-controller/"
+	owner := map[string]string{}
+	for target, pkgs := range targetPackages {
+		for _, p := range pkgs {
+			owner[module+p] = target
+		}
+	}
+	for target, pkgs := range targetPackages {
+		for _, p := range pkgs {
+			out, err := exec.Command("go", "list", "-deps", module+p).Output()
+			if err != nil {
+				t.Fatalf("go list -deps %s: %v", p, err)
+			}
+			for _, dep := range strings.Fields(string(out)) {
+				if dep == module+"reconcilers" {
+					t.Errorf("%s (target %s) imports %s, which links every target", p, target, dep)
+				}
+				if other, ok := owner[dep]; ok && other != target {
+					t.Errorf("%s (target %s) imports %s (target %s)", p, target, dep, other)
+				}
+			}
+		}
+	}
+}

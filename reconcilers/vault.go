@@ -1,0 +1,214 @@
+package reconcilers
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/ohmlab/ohmlab-controller/internal/seeds"
+	"github.com/ohmlab/ohmlab-controller/reconcilers/vaultseed"
+	"github.com/ohmlab/ohmlab-controller/templating"
+	"github.com/ohmlab/ohmlab-controller/vaultkv"
+	"github.com/ohmlab/ohmlab-controller/webhooks"
+)
+
+// VaultConfig is the section targets.vault of the configuration file. The
+// defaults are those of DefaultVaultConfig.
+type VaultConfig struct {
+	// Namespaces are the only namespaces whose VaultSeeds are reconciled.
+	// Required.
+	Namespaces []string `json:"namespaces"`
+	// ObserveOnly runs every reconcile and writes nothing to Vault.
+	ObserveOnly bool `json:"observeOnly"`
+	// AllowDelete lets deletionPolicy Delete remove paths.
+	AllowDelete bool `json:"allowDelete"`
+	// ResyncPeriod is how often every object is reconciled again.
+	ResyncPeriod metav1.Duration `json:"resyncPeriod"`
+	// Concurrency is the number of objects reconciled at once.
+	Concurrency int `json:"concurrency"`
+	// LeaderElection configures the target's Lease.
+	LeaderElection LeaderElection `json:"leaderElection"`
+	// Backend is how to reach and log in to Vault.
+	Backend VaultBackend `json:"backend"`
+}
+
+// LeaderElection configures a target's Lease, ohmlab-controller-<target>.
+type LeaderElection struct {
+	// Namespace of the Lease; "" means the pod's namespace (POD_NAMESPACE).
+	Namespace string `json:"namespace"`
+	// LeaseDuration is how long a Lease holder is trusted without renewal,
+	// so how long a hand-over takes at most.
+	LeaseDuration metav1.Duration `json:"leaseDuration"`
+}
+
+// VaultBackend is how to reach Vault. It lives in the controller's
+// configuration, never in an object (product document, "Security").
+type VaultBackend struct {
+	Address       string          `json:"address"`
+	CAFile        string          `json:"caFile,omitempty"`
+	TLSServerName string          `json:"tlsServerName,omitempty"`
+	Timeout       metav1.Duration `json:"timeout"`
+	QPS           float64         `json:"qps"`
+	Burst         int             `json:"burst"`
+	Auth          VaultAuth       `json:"auth"`
+}
+
+// VaultAuth says how the controller logs in to Vault.
+type VaultAuth struct {
+	// Method is "kubernetes" (a projected ServiceAccount token) or "token"
+	// (a Vault token in a file, for local runs).
+	Method string `json:"method"`
+	// Mount of the Kubernetes auth method.
+	Mount string `json:"mount"`
+	// Role of the Kubernetes auth method.
+	Role string `json:"role"`
+	// Audience of the projected token; the Vault role accepts only it.
+	Audience string `json:"audience"`
+	// TokenFile is the projected token (kubernetes) or the Vault token
+	// (token).
+	TokenFile string `json:"tokenFile"`
+}
+
+// DefaultVaultConfig holds every default of targets.vault, in one place.
+func DefaultVaultConfig() VaultConfig {
+	return VaultConfig{
+		ResyncPeriod:   metav1.Duration{Duration: 10 * time.Minute},
+		Concurrency:    4,
+		LeaderElection: LeaderElection{Namespace: os.Getenv("POD_NAMESPACE"), LeaseDuration: metav1.Duration{Duration: 15 * time.Second}},
+		Backend: VaultBackend{
+			Timeout: metav1.Duration{Duration: 10 * time.Second},
+			QPS:     20,
+			Burst:   40,
+			Auth: VaultAuth{
+				Method:    vaultkv.MethodKubernetes,
+				Mount:     "kubernetes",
+				Role:      "ohmlab-controller",
+				Audience:  "vault",
+				TokenFile: "/var/run/secrets/ohmlab/vault/token",
+			},
+		},
+	}
+}
+
+// LoadVaultConfig decodes the targets.vault section strictly over the
+// defaults and checks it.
+func LoadVaultConfig(section []byte) (VaultConfig, error) {
+	cfg := DefaultVaultConfig()
+	if err := decodeStrict("vault", section, &cfg); err != nil {
+		return cfg, err
+	}
+	var errs []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf("config: targets.vault."+format, args...))
+		}
+	}
+	check(len(cfg.Namespaces) > 0, "namespaces: required: list the namespaces of the VaultSeeds")
+	check(cfg.Backend.Address != "", "backend.address: required")
+	check(cfg.ResyncPeriod.Duration >= time.Second, "resyncPeriod: must be at least 1s")
+	check(cfg.Concurrency >= 1, "concurrency: must be at least 1")
+	check(cfg.LeaderElection.LeaseDuration.Duration >= time.Second, "leaderElection.leaseDuration: must be at least 1s")
+	switch cfg.Backend.Auth.Method {
+	case vaultkv.MethodKubernetes:
+		check(cfg.Backend.Auth.Role != "", "backend.auth.role: required with method kubernetes")
+		check(cfg.Backend.Auth.TokenFile != "", "backend.auth.tokenFile: required")
+	case vaultkv.MethodToken:
+		check(cfg.Backend.Auth.TokenFile != "", "backend.auth.tokenFile: required with method token")
+	default:
+		check(false, "backend.auth.method: %q is not kubernetes or token", cfg.Backend.Auth.Method)
+	}
+	return cfg, errors.Join(errs...)
+}
+
+// newVault builds the Vault target's manager: a cache scoped to its
+// namespaces, the VaultSeed reconciler, the admission webhook, the CRD
+// revision check, and the Lease ohmlab-controller-vault.
+func newVault(ctx context.Context, section []byte, p Process) (manager.Manager, error) {
+	cfg, err := LoadVaultConfig(section)
+	if err != nil {
+		return nil, err
+	}
+	namespaces := map[string]cache.Config{}
+	for _, ns := range cfg.Namespaces {
+		namespaces[ns] = cache.Config{}
+	}
+	lease := cfg.LeaderElection.LeaseDuration.Duration
+	opts := ctrl.Options{
+		Scheme:                        p.Scheme,
+		Logger:                        p.Logger.WithName("vault"),
+		Metrics:                       metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress:        "0",
+		Cache:                         cache.Options{DefaultNamespaces: namespaces},
+		LeaderElection:                p.LeaderElection,
+		LeaderElectionID:              "ohmlab-controller-vault",
+		LeaderElectionNamespace:       cfg.LeaderElection.Namespace,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 ptr.To(lease),
+		RenewDeadline:                 ptr.To(lease * 2 / 3),
+		RetryPeriod:                   ptr.To(max(lease/8, 200*time.Millisecond)),
+		GracefulShutdownTimeout:       ptr.To(p.GracefulShutdown),
+	}
+	if p.Webhook != nil {
+		opts.WebhookServer = webhook.NewServer(*p.Webhook)
+	}
+	mgr, err := ctrl.NewManager(p.RestConfig, opts)
+	if err != nil {
+		return nil, fmt.Errorf("vault: creating the manager: %w", err)
+	}
+	if err := seeds.IndexFields(ctx, mgr); err != nil {
+		return nil, fmt.Errorf("vault: %w", err)
+	}
+	kv, err := vaultkv.New(vaultkv.Config{
+		Address:       cfg.Backend.Address,
+		CAFile:        cfg.Backend.CAFile,
+		TLSServerName: cfg.Backend.TLSServerName,
+		Timeout:       cfg.Backend.Timeout.Duration,
+		QPS:           cfg.Backend.QPS,
+		Burst:         cfg.Backend.Burst,
+		Auth: vaultkv.AuthConfig{
+			Method: cfg.Backend.Auth.Method, Mount: cfg.Backend.Auth.Mount, Role: cfg.Backend.Auth.Role,
+			Audience: cfg.Backend.Auth.Audience, TokenFile: cfg.Backend.Auth.TokenFile,
+		},
+		Target:  "vault",
+		Metrics: vaultkv.NewMetrics(p.Registry),
+		Logger:  p.Logger.WithName("vault").WithName("backend"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("vault: %w", err)
+	}
+	r := &vaultseed.Reconciler{
+		Client:       mgr.GetClient(),
+		KV:           kv,
+		Generator:    templating.Generator{Rand: rand.Reader, Cache: templating.NewHashCache(rand.Reader, 0)},
+		Recorder:     mgr.GetEventRecorder("ohmlab-controller-vault"),
+		Metrics:      vaultseed.NewMetrics(p.Registry),
+		Target:       "vault",
+		ObserveOnly:  cfg.ObserveOnly,
+		AllowDelete:  cfg.AllowDelete,
+		ResyncPeriod: cfg.ResyncPeriod.Duration,
+	}
+	if err := r.SetupWithManager(mgr, cfg.Concurrency); err != nil {
+		return nil, fmt.Errorf("vault: %w", err)
+	}
+	if p.Webhook != nil {
+		if err := webhooks.SetupWithManager(mgr, cfg.Namespaces); err != nil {
+			return nil, fmt.Errorf("vault: %w", err)
+		}
+	}
+	resync.WithLabelValues("vault").Set(cfg.ResyncPeriod.Seconds())
+	if err := mgr.Add(newCRDCheck(mgr.GetAPIReader(), "vaultseeds.ohmlab.fr", cfg.ResyncPeriod.Duration)); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
