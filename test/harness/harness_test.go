@@ -104,6 +104,6 @@ func TestFoundation(t *testing.T) {
 			return err
 		}
 		g.Expect(login("vault")).To(Succeed())
-		g.Expect(login("other")).To(MatchError(ContainSubstring("permission denied")))
+		g.Expect(login("other")).To(MatchError(ContainSubstring("invalid audience")))
 	})
 }
