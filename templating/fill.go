@@ -117,9 +117,9 @@ func (e *ShapeConflictError) Error() string {
 //   - ref: created when absent; updated when its stored value, as a string,
 //     differs from its source (in.Refs, or the same path's new or current
 //     value for a reference to the own path);
-//   - bcrypt: created when absent; updated when its source changes in this
-//     Fill, or when the stored hash no longer matches the source's current
-//     value ([Generator.Matches], so an unchanged pair costs no new salt);
+//   - bcrypt: created when absent; updated only when the stored hash no
+//     longer matches its source's value, new or current ([Generator.Matches]:
+//     a hash that still matches is never rewritten, so no new salt appears);
 //   - age-public: created when absent; updated when it differs from the
 //     public key of the object's age-secret (new or current), so a rotated
 //     secret takes its public with it.
@@ -170,12 +170,12 @@ type filler struct {
 
 // value is k's new value when it changes in this Fill, else its current
 // one.
-func (f *filler) value(k string) (v any, ok bool, changed bool) {
+func (f *filler) value(k string) (v any, ok bool) {
 	if v, ok := f.res.Values[k]; ok {
-		return v, true, true
+		return v, true
 	}
 	v, ok = f.in.Current[k]
-	return v, ok, false
+	return v, ok
 }
 
 func (f *filler) set(k, action string, v any) error {
@@ -219,7 +219,7 @@ func (f *filler) fill(k string, regenerate bool) error {
 		src, ok := f.in.Refs[k]
 		source := l.Ref.String()
 		if l.Ref.Path == f.a.Path {
-			v, found, _ := f.value(l.Ref.Key)
+			v, found := f.value(l.Ref.Key)
 			src, ok, source = Stringify(v), found, l.Ref.Key
 		}
 		if !ok || src == "" {
@@ -232,7 +232,7 @@ func (f *filler) fill(k string, regenerate bool) error {
 			return f.set(k, ActionUpdateField, src)
 		}
 	case l.Kind == KindBcrypt:
-		v, ok, changed := f.value(l.Source)
+		v, ok := f.value(l.Source)
 		src := Stringify(v)
 		if !ok || src == "" {
 			return &EmptySourceError{Key: k, Source: l.Source}
@@ -244,7 +244,7 @@ func (f *filler) fill(k string, regenerate bool) error {
 		switch {
 		case !present:
 			action = ActionCreateField
-		case !changed && f.g.Matches(l, Stringify(cur), src):
+		case f.g.Matches(l, Stringify(cur), src):
 			return nil
 		}
 		h, err := f.g.Bcrypt(src)
@@ -253,7 +253,7 @@ func (f *filler) fill(k string, regenerate bool) error {
 		}
 		return f.set(k, action, h)
 	case l.Kind == KindAgePublic:
-		v, _, _ := f.value(f.secret)
+		v, _ := f.value(f.secret)
 		pub, err := AgePublic(Stringify(v))
 		if err != nil {
 			return &InvalidValueError{Key: f.secret, Reason: "is not an age X25519 secret key (AGE-SECRET-KEY-1…)"}

@@ -3,6 +3,7 @@ package vaultseed
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -57,7 +58,7 @@ func TestMain(m *testing.M) {
 
 // startServers starts the shared control plane and Vault once, and fails
 // the test when they cannot start.
-func startServers(t *testing.T) {
+func startServers(t testing.TB) {
 	t.Helper()
 	serversUp.Do(func() {
 		var err error
@@ -86,7 +87,7 @@ type controllerOptions struct {
 
 // fixture is one test's controller and namespace.
 type fixture struct {
-	t       *testing.T
+	t       testing.TB
 	ns      string
 	kv      *spyKV
 	metrics *prometheus.Registry
@@ -95,7 +96,7 @@ type fixture struct {
 
 // startController creates a namespace for the test and runs a manager with
 // the VaultSeed reconciler on it until the test ends.
-func startController(t *testing.T, opts controllerOptions) *fixture {
+func startController(t testing.TB, opts controllerOptions) *fixture {
 	t.Helper()
 	startServers(t)
 	g := NewWithT(t)
@@ -123,7 +124,7 @@ func startController(t *testing.T, opts controllerOptions) *fixture {
 	r := &Reconciler{
 		Client:       mgr.GetClient(),
 		KV:           f.kv,
-		Generator:    templating.Generator{BcryptCost: 4, Cache: templating.NewHashCache(nil, 0)},
+		Generator:    templating.Generator{BcryptCost: 4, Cache: templating.NewHashCache(rand.Reader, 0)},
 		Recorder:     mgr.GetEventRecorder("ohmlab-controller"),
 		Metrics:      NewMetrics(f.metrics),
 		Target:       "vault",
@@ -147,7 +148,7 @@ func startController(t *testing.T, opts controllerOptions) *fixture {
 }
 
 // uniqueNamespace is a namespace name unique to the test.
-func uniqueNamespace(t *testing.T) string {
+func uniqueNamespace(t testing.TB) string {
 	name := strings.ToLower(t.Name())
 	name = strings.NewReplacer("/", "-", "_", "-").Replace(name)
 	if len(name) > 40 {
@@ -162,7 +163,7 @@ func (f *fixture) path(name string) string {
 	return "ohmlab/platforms/" + f.ns + "/core/" + name
 }
 
-func rootKV(t *testing.T) *vaultkv.Client {
+func rootKV(t testing.TB) *vaultkv.Client {
 	t.Helper()
 	c, err := vaultkv.New(vaultkv.Config{Address: vault.Addr, Timeout: 2 * time.Second,
 		Auth: vaultkv.AuthConfig{Method: vaultkv.MethodToken, Token: harness.VaultRootToken}})
@@ -229,7 +230,7 @@ type kvPath struct {
 	Metadata map[string]any
 }
 
-func readPath(t *testing.T, path string) kvPath {
+func readPath(t testing.TB, path string) kvPath {
 	t.Helper()
 	mount, rest, _ := strings.Cut(path, "/")
 	s, err := vault.Client.KVv2(mount).Get(context.Background(), rest)
@@ -240,7 +241,7 @@ func readPath(t *testing.T, path string) kvPath {
 }
 
 // handWrite writes a path as a person would, with the root token.
-func handWrite(t *testing.T, path string, data map[string]any) int {
+func handWrite(t testing.TB, path string, data map[string]any) int {
 	t.Helper()
 	mount, rest, _ := strings.Cut(path, "/")
 	s, err := vault.Client.KVv2(mount).Put(context.Background(), rest, data)
@@ -251,7 +252,7 @@ func handWrite(t *testing.T, path string, data map[string]any) int {
 }
 
 // handMark merges custom_metadata into a path as a person would.
-func handMark(t *testing.T, path string, md map[string]any) {
+func handMark(t testing.TB, path string, md map[string]any) {
 	t.Helper()
 	mount, rest, _ := strings.Cut(path, "/")
 	err := vault.Client.KVv2(mount).PatchMetadata(context.Background(), rest, vaultapi.KVMetadataPatchInput{CustomMetadata: md})
