@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -26,9 +27,15 @@ import (
 // controller refuses to start them until they are implemented.
 var reserved = []string{"harbor", "sonarqube"}
 
-// builders build the manager of each implemented target from its section.
-var builders = map[string]func(context.Context, []byte, Process) (manager.Manager, error){
-	"vault": newVault,
+// Target is one configured target: its checked configuration section.
+type Target interface {
+	// NewManager builds the target's manager.
+	NewManager(ctx context.Context, p Process) (manager.Manager, error)
+}
+
+// loaders decode and check the section of each implemented target.
+var loaders = map[string]func(section []byte) (Target, error){
+	"vault": func(section []byte) (Target, error) { return LoadVaultConfig(section) },
 }
 
 // Process is what a target's manager shares with the rest of its process.
@@ -57,10 +64,11 @@ type file struct {
 	Targets map[string]json.RawMessage `json:"targets"`
 }
 
-// Sections parses a configuration file (YAML or JSON) strictly and returns
-// its target sections by name. Unknown fields, an unknown target and a
-// reserved one are errors; so is a file with no target.
-func Sections(data []byte) (map[string][]byte, error) {
+// Load parses a configuration file (YAML or JSON) strictly and checks every
+// target section, before anything is started. Unknown fields, an unknown
+// target, a reserved one and a file with no target are errors, each on one
+// line naming the field.
+func Load(data []byte) (map[string]Target, error) {
 	var f file
 	if err := yaml.UnmarshalStrict(data, &f); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
@@ -68,42 +76,25 @@ func Sections(data []byte) (map[string][]byte, error) {
 	if len(f.Targets) == 0 {
 		return nil, fmt.Errorf("config: targets: no target configured (known: %s)", strings.Join(Known(), ", "))
 	}
-	out := make(map[string][]byte, len(f.Targets))
-	for name, raw := range f.Targets {
+	out := make(map[string]Target, len(f.Targets))
+	for _, name := range slices.Sorted(maps.Keys(f.Targets)) {
+		load, ok := loaders[name]
 		switch {
 		case slices.Contains(reserved, name):
 			return nil, fmt.Errorf("config: targets.%s: reserved, not implemented yet", name)
-		case builders[name] == nil:
+		case !ok:
 			return nil, fmt.Errorf("config: targets.%s: unknown target (known: %s)", name, strings.Join(Known(), ", "))
 		}
-		out[name] = raw
+		t, err := load(f.Targets[name])
+		if err != nil {
+			return nil, err
+		}
+		out[name] = t
 	}
 	return out, nil
 }
 
 // Known returns the names of the implemented targets, sorted.
 func Known() []string {
-	names := make([]string, 0, len(builders))
-	for n := range builders {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
-
-// NewManager builds the manager of one target from its section.
-func NewManager(ctx context.Context, name string, section []byte, p Process) (manager.Manager, error) {
-	build, ok := builders[name]
-	if !ok {
-		return nil, fmt.Errorf("config: targets.%s: unknown target", name)
-	}
-	return build(ctx, section, p)
-}
-
-// decodeStrict decodes a section, refusing unknown fields.
-func decodeStrict(target string, section []byte, into any) error {
-	if err := yaml.UnmarshalStrict(section, into); err != nil {
-		return fmt.Errorf("config: targets.%s: %w", target, err)
-	}
-	return nil
+	return slices.Sorted(maps.Keys(loaders))
 }

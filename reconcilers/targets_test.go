@@ -9,25 +9,26 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-func TestSections(t *testing.T) {
+func TestLoad(t *testing.T) {
 	tests := []struct {
 		name    string
 		file    string
 		want    []string
 		wantErr string
 	}{
-		{name: "one vault section", file: "targets:\n  vault:\n    namespaces: [a]\n", want: []string{"vault"}},
+		{name: "one vault section", file: "targets:\n  vault:\n    namespaces: [a]\n    backend: {address: http://vault}\n", want: []string{"vault"}},
+		{name: "a bad vault section", file: "targets:\n  vault:\n    namespaces: [a]\n", wantErr: "config: targets.vault.backend.address: required"},
 		{name: "unknown top-level field", file: "targets:\n  vault: {}\nextra: 1\n", wantErr: `unknown field "extra"`},
 		{name: "no target", file: "targets: {}\n", wantErr: "targets: no target configured (known: vault)"},
 		{name: "empty file", file: "", wantErr: "no target configured"},
 		{name: "reserved harbor", file: "targets:\n  harbor: {}\n", wantErr: "config: targets.harbor: reserved, not implemented yet"},
-		{name: "grouped with a reserved target", file: "targets:\n  vault:\n    namespaces: [a]\n  sonarqube: {}\n", wantErr: "config: targets.sonarqube: reserved, not implemented yet"},
+		{name: "grouped with a reserved target", file: "targets:\n  vault:\n    namespaces: [a]\n    backend: {address: http://vault}\n  sonarqube: {}\n", wantErr: "config: targets.sonarqube: reserved, not implemented yet"},
 		{name: "unknown target", file: "targets:\n  gitlab: {}\n", wantErr: "config: targets.gitlab: unknown target (known: vault)"},
 		{name: "not YAML", file: "targets: [", wantErr: "config:"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := Sections([]byte(tt.file))
+			got, err := Load([]byte(tt.file))
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("error = %v, want it to contain %q", err, tt.wantErr)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/yaml"
 
 	"github.com/ohmlab/ohmlab-controller/internal/seeds"
 	"github.com/ohmlab/ohmlab-controller/reconcilers/vaultseed"
@@ -105,13 +107,13 @@ func DefaultVaultConfig() VaultConfig {
 // defaults and checks it.
 func LoadVaultConfig(section []byte) (VaultConfig, error) {
 	cfg := DefaultVaultConfig()
-	if err := decodeStrict("vault", section, &cfg); err != nil {
-		return cfg, err
+	if err := yaml.UnmarshalStrict(section, &cfg); err != nil {
+		return cfg, fmt.Errorf("config: targets.vault: %w", err)
 	}
-	var errs []error
+	var errs []string
 	check := func(ok bool, format string, args ...any) {
 		if !ok {
-			errs = append(errs, fmt.Errorf("config: targets.vault."+format, args...))
+			errs = append(errs, "targets.vault."+fmt.Sprintf(format, args...))
 		}
 	}
 	check(len(cfg.Namespaces) > 0, "namespaces: required: list the namespaces of the VaultSeeds")
@@ -128,17 +130,16 @@ func LoadVaultConfig(section []byte) (VaultConfig, error) {
 	default:
 		check(false, "backend.auth.method: %q is not kubernetes or token", cfg.Backend.Auth.Method)
 	}
-	return cfg, errors.Join(errs...)
+	if len(errs) > 0 {
+		return cfg, errors.New("config: " + strings.Join(errs, "; "))
+	}
+	return cfg, nil
 }
 
-// newVault builds the Vault target's manager: a cache scoped to its
+// NewManager builds the Vault target's manager: a cache scoped to its
 // namespaces, the VaultSeed reconciler, the admission webhook, the CRD
 // revision check, and the Lease ohmlab-controller-vault.
-func newVault(ctx context.Context, section []byte, p Process) (manager.Manager, error) {
-	cfg, err := LoadVaultConfig(section)
-	if err != nil {
-		return nil, err
-	}
+func (cfg VaultConfig) NewManager(ctx context.Context, p Process) (manager.Manager, error) {
 	namespaces := map[string]cache.Config{}
 	for _, ns := range cfg.Namespaces {
 		namespaces[ns] = cache.Config{}

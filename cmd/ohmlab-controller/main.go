@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"slices"
@@ -94,7 +95,7 @@ func run(ctx context.Context, f flags, log logr.Logger) error {
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
-	sections, err := reconcilers.Sections(data)
+	targets, err := reconcilers.Load(data)
 	if err != nil {
 		return err
 	}
@@ -118,15 +119,11 @@ func run(ctx context.Context, f flags, log logr.Logger) error {
 	if f.webhookPort != 0 {
 		p.Webhook = &webhook.Options{Port: f.webhookPort, CertDir: f.webhookCertDir}
 	}
-	names := make([]string, 0, len(sections))
-	for name := range sections {
-		names = append(names, name)
-	}
-	slices.Sort(names)
+	names := slices.Sorted(maps.Keys(targets))
 	checks := healthz.Handler{Checks: map[string]healthz.Checker{}}
 	managers := map[string]manager.Manager{}
 	for _, name := range names {
-		mgr, err := reconcilers.NewManager(ctx, name, sections[name], p)
+		mgr, err := targets[name].NewManager(ctx, p)
 		if err != nil {
 			return err
 		}
