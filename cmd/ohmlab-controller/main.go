@@ -136,9 +136,12 @@ func run(ctx context.Context, f flags, log logr.Logger) error {
 	log.Info("starting", "version", buildinfo.Version, "revision", buildinfo.Revision, "targets", names)
 
 	g, ctx := errgroup.WithContext(ctx)
+	live := &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}}
 	serve(ctx, g, f.probeAddr, map[string]http.Handler{
-		"/healthz": healthz.CheckHandler{Checker: healthz.Ping},
-		"/readyz":  &checks,
+		"/healthz":  http.StripPrefix("/healthz", live),
+		"/healthz/": http.StripPrefix("/healthz", live),
+		"/readyz":   http.StripPrefix("/readyz", &checks),
+		"/readyz/":  http.StripPrefix("/readyz", &checks),
 	})
 	if f.metricsAddr != "0" {
 		serve(ctx, g, f.metricsAddr, map[string]http.Handler{

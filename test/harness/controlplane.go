@@ -32,9 +32,10 @@ type ControlPlane struct {
 
 // Options change what StartControlPlane installs.
 type Options struct {
-	// Webhooks, when set, is installed as envtest webhook configuration:
-	// envtest serves it on 127.0.0.1 with its own CA, written to
-	// Webhooks.LocalServingCertDir.
+	// Webhooks, when set, is installed as envtest webhook configuration,
+	// pointed at 127.0.0.1 with envtest's own CA; on return it holds the
+	// serving port and the certificate directory (LocalServingPort,
+	// LocalServingCertDir) that the webhook server must use.
 	Webhooks *envtest.WebhookInstallOptions
 }
 
@@ -69,6 +70,10 @@ func StartControlPlane(opts Options) (*ControlPlane, error) {
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting envtest: %w", err)
+	}
+	if opts.Webhooks != nil {
+		// envtest chose the serving host, port and certificate directory.
+		*opts.Webhooks = env.WebhookInstallOptions
 	}
 	cp := &ControlPlane{Env: env, Config: cfg, Scheme: scheme}
 	if err := cp.finish(); err != nil {

@@ -1,0 +1,317 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+const secret = "s3cr3t-typed-by-hand"
+
+// result is what one run of the command did.
+type result struct {
+	Code           int
+	Stdout, Stderr string
+}
+
+func runCLI(t testing.TB, stdin string, args ...string) result {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(args, strings.NewReader(stdin), &stdout, &stderr)
+	return result{Code: code, Stdout: stdout.String(), Stderr: stderr.String()}
+}
+
+func readFile(t testing.TB, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// writeTree writes files (relative name -> content) under a new directory
+// and returns it.
+func writeTree(t testing.TB, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func vaultSeed(name, spec string) string {
+	return "apiVersion: ohmlab.fr/v1alpha1\nkind: VaultSeed\nmetadata:\n  name: " + name + "\n  namespace: vo\nspec:\n" + spec
+}
+
+// TestValidateHelmTemplate runs `ohmlab validate -` over streams shaped like
+// `helm template` output: Deployments, ConfigMaps, Services and empty
+// documents mixed with VaultSeeds.
+func TestValidateHelmTemplate(t *testing.T) {
+	const invalid = "-:vault-operator-system/"
+	tests := []struct {
+		name       string
+		stdin      string
+		args       []string
+		wantCode   int
+		wantStdout string
+	}{
+		{
+			name:     "a valid rendering",
+			stdin:    readFile(t, "testdata/helm-template.yaml"),
+			args:     []string{"validate", "-"},
+			wantCode: exitValid,
+		},
+		{
+			name:     "an invalid rendering: one line per problem, in input order",
+			stdin:    readFile(t, "testdata/helm-template-invalid.yaml"),
+			args:     []string{"validate", "-"},
+			wantCode: exitInvalid,
+			wantStdout: invalid + `keycloak: admin.db.password: key name "db.password" contains a dot: nest maps instead
+` + invalid + `keycloak: admin.password: <random:N> needs a decimal length N from 1 to 4096
+` + invalid + `keycloak: admin.passwordHashed: <bcrypt:admin.pasword> hashes admin.pasword, which data does not declare (a key filled by hand is declared as "")
+` + invalid + `keycloak: admin.secret: rotate.keys names "admin.secret", which data does not declare
+` + invalid + `keycloak: spec.path: path ohmlab/platforms/production/core/keycloak is also declared by vault-operator-system/keycloak-again
+` + invalid + `keycloak: spec.path: reference cycle: ohmlab/platforms/production/core/grafana -> ohmlab/platforms/production/core/keycloak -> ohmlab/platforms/production/core/grafana
+` + invalid + `grafana: metadata.name: vault-operator-system/grafana is declared 2 times
+` + invalid + `grafana: spec.path: reference cycle: ohmlab/platforms/production/core/grafana -> ohmlab/platforms/production/core/keycloak -> ohmlab/platforms/production/core/grafana
+` + invalid + `grafana: hosts: lists are not supported: leaves are strings, numbers or booleans, nodes are maps
+` + invalid + `grafana: metadata.name: vault-operator-system/grafana is declared 2 times
+` + invalid + `keycloak-again: spec.path: path ohmlab/platforms/production/core/keycloak is also declared by vault-operator-system/keycloak
+` + invalid + `keycloak-again: spec.path: reference cycle: ohmlab/platforms/production/core/grafana -> ohmlab/platforms/production/core/keycloak -> ohmlab/platforms/production/core/grafana
+`,
+		},
+		{
+			name:     "flags after the input",
+			stdin:    readFile(t, "testdata/helm-template.yaml"),
+			args:     []string{"validate", "-", "--output", "text"},
+			wantCode: exitValid,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := runCLI(t, tt.stdin, tt.args...)
+			if got.Code != tt.wantCode {
+				t.Errorf("exit code %d, want %d; stderr:\n%s", got.Code, tt.wantCode, got.Stderr)
+			}
+			if diff := cmp.Diff(tt.wantStdout, got.Stdout); diff != "" {
+				t.Errorf("stdout (-want +got):\n%s", diff)
+			}
+			if strings.Contains(got.Stdout+got.Stderr, secret) {
+				t.Errorf("the output holds a value")
+			}
+		})
+	}
+}
+
+func TestValidateJSON(t *testing.T) {
+	got := runCLI(t, readFile(t, "testdata/helm-template-invalid.yaml"), "validate", "--output", "json", "-")
+	if got.Code != exitInvalid {
+		t.Fatalf("exit code %d, want %d; stderr:\n%s", got.Code, exitInvalid, got.Stderr)
+	}
+	var rep report
+	if err := json.Unmarshal([]byte(got.Stdout), &rep); err != nil {
+		t.Fatalf("stdout is not JSON: %v\n%s", err, got.Stdout)
+	}
+	type row struct {
+		Line              int
+		Name, Key, Reason string
+	}
+	var rows []row
+	for _, f := range rep.Problems {
+		if f.File != "-" || f.Namespace != "vault-operator-system" || f.Message == "" {
+			t.Errorf("finding %+v: want file -, namespace vault-operator-system and a message", f)
+		}
+		rows = append(rows, row{f.Line, f.Name, f.Key, f.Reason})
+	}
+	want := []row{
+		{11, "keycloak", "admin.db.password", "InvalidSpec"},
+		{11, "keycloak", "admin.password", "InvalidSpec"},
+		{11, "keycloak", "admin.passwordHashed", "InvalidSpec"},
+		{11, "keycloak", "admin.secret", "InvalidRotation"},
+		{11, "keycloak", "spec.path", "DuplicatePath"},
+		{11, "keycloak", "spec.path", "RefCycle"},
+		{29, "grafana", "metadata.name", "DuplicateName"},
+		{29, "grafana", "spec.path", "RefCycle"},
+		{50, "grafana", "hosts", "InvalidSpec"},
+		{50, "grafana", "metadata.name", "DuplicateName"},
+		{61, "keycloak-again", "spec.path", "DuplicatePath"},
+		{61, "keycloak-again", "spec.path", "RefCycle"},
+	}
+	if diff := cmp.Diff(want, rows); diff != "" {
+		t.Errorf("problems (-want +got):\n%s", diff)
+	}
+	if rep.Valid || rep.Objects != 4 || len(rep.Warnings) != 0 {
+		t.Errorf("valid %v, objects %d, warnings %v; want false, 4, none", rep.Valid, rep.Objects, rep.Warnings)
+	}
+}
+
+func TestValidateFilesAndDirectories(t *testing.T) {
+	dir := writeTree(t, map[string]string{
+		"a.yaml":             vaultSeed("a", "  path: ohmlab/x\n"),
+		"sub/deeper/b.yml":   vaultSeed("b", "  path: ohmlab/x\n"),
+		"sub/notes.txt":      vaultSeed("ignored", "  path: ohmlab/x\n"),
+		"sub/c.yaml":         "# only a comment\n---\n",
+		"explicit.manifests": vaultSeed("e", "  path: ohmlab/e\n  data:\n    k: \"<hex:3>\"\n"),
+	})
+	got := runCLI(t, "", "validate", filepath.Join(dir, "sub"), filepath.Join(dir, "a.yaml"), filepath.Join(dir, "explicit.manifests"))
+	want := result{
+		Code: exitInvalid,
+		Stdout: filepath.Join(dir, "sub/deeper/b.yml") + ":vo/b: spec.path: path ohmlab/x is also declared by vo/a\n" +
+			filepath.Join(dir, "a.yaml") + ":vo/a: spec.path: path ohmlab/x is also declared by vo/b\n" +
+			filepath.Join(dir, "explicit.manifests") + ":vo/e: k: <hex:N> needs an even decimal length N from 2 to 4096\n",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("run (-want +got):\n%s", diff)
+	}
+}
+
+func TestValidateInputs(t *testing.T) {
+	dir := writeTree(t, map[string]string{
+		"broken.yaml": vaultSeed("ok", "  path: ohmlab/ok\n") + "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\ndata:\n  a: [b\n",
+	})
+	tests := []struct {
+		name  string
+		stdin string
+		args  []string
+		want  result
+	}{
+		{
+			name:  "items of a List and of a VaultSeedList",
+			stdin: "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: c}\n- apiVersion: ohmlab.fr/v1alpha1\n  kind: VaultSeed\n  metadata: {name: a, namespace: vo}\n  spec: {path: ohmlab/x}\n---\napiVersion: ohmlab.fr/v1alpha1\nkind: VaultSeedList\nitems:\n- metadata: {name: b, namespace: vo}\n  spec: {path: ohmlab/x}\n",
+			args:  []string{"validate", "-"},
+			want: result{Code: exitInvalid, Stdout: "-:vo/a: spec.path: path ohmlab/x is also declared by vo/b\n" +
+				"-:vo/b: spec.path: path ohmlab/x is also declared by vo/a\n"},
+		},
+		{
+			name:  "documents that cannot be analysed",
+			stdin: vaultSeed("a", "  path: 42\n") + "---\n" + vaultSeed("", "  path: ohmlab/b\n") + "---\napiVersion: ohmlab.fr/v1\nkind: VaultSeed\nmetadata: {name: c, namespace: vo}\nspec: {path: ohmlab/c}\n---\n" + vaultSeed("d", "  path: ohmlab/d\n  data:\n    k: <uuid>\n  deletionPolicy: [Delete]\n") + "---\n" + vaultSeed("e", "  path: ohmlab/e\n  data: "+secret+"\n"),
+			args:  []string{"validate", "-"},
+			want: result{Code: exitInvalid, Stdout: "-:vo/a: spec.path: must be a string, not a JSON number\n" +
+				"-:vo/: metadata.name: is empty: kubectl apply needs a name\n" +
+				"-:vo/c: apiVersion: ohmlab.fr/v1 is not a version this ohmlab knows: use ohmlab.fr/v1alpha1\n" +
+				"-:vo/d: spec.deletionPolicy: must be a string, not a JSON array\n" +
+				"-:vo/e: spec.data: spec.data is not an object\n"},
+		},
+		{
+			name:  "warnings go to stderr and do not fail",
+			stdin: vaultSeed("a", "  path: ohmlab/a\n  data:\n    p: "+secret+"\n  rotate:\n    token: \"1\"\n"),
+			args:  []string{"validate", "-"},
+			want:  result{Code: exitValid, Stderr: "-:vo/a: warning: spec.rotate: rotate has no keys and data declares no generated key (<random:N>, <hex:N>, <uuid>, <age:secret>): a new token regenerates nothing\n"},
+		},
+		{
+			name:  "no VaultSeed is valid and says so",
+			stdin: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n---\n\n---\n# nothing\n---\nplain scalar\n---\n- a list\n",
+			args:  []string{"validate", "-"},
+			want:  result{Code: exitValid, Stderr: "ohmlab validate: no VaultSeed found\n"},
+		},
+		{
+			name:  "-- ends the flags",
+			stdin: vaultSeed("a", "  path: ohmlab/a\n"),
+			args:  []string{"validate", "--output=json", "--", "-"},
+			want:  result{Code: exitValid, Stdout: "{\n  \"valid\": true,\n  \"objects\": 1,\n  \"problems\": [],\n  \"warnings\": []\n}\n"},
+		},
+		{
+			name:  "a YAML syntax error names the file and its line",
+			stdin: "apiVersion: v1\nkind: ConfigMap\n---\n# Source: x\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n   bad: indent\n",
+			args:  []string{"validate", "-"},
+			want:  result{Code: exitUsage, Stderr: "ohmlab validate: -:9: invalid YAML: yaml: mapping values are not allowed in this context\n"},
+		},
+		{
+			name: "a YAML syntax error in a file",
+			args: []string{"validate", filepath.Join(dir, "broken.yaml")},
+			want: result{Code: exitUsage, Stderr: "ohmlab validate: " + filepath.Join(dir, "broken.yaml") + ":14: invalid YAML: yaml: did not find expected ',' or ']'\n"},
+		},
+		{
+			name: "a missing file",
+			args: []string{"validate", filepath.Join(dir, "missing.yaml")},
+			want: result{Code: exitUsage, Stderr: "ohmlab validate: stat " + filepath.Join(dir, "missing.yaml") + ": no such file or directory\n"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := runCLI(t, tt.stdin, tt.args...)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("run (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestUsage(t *testing.T) {
+	tests := []struct {
+		name             string
+		args             []string
+		wantCode         int
+		wantStdout       string
+		wantStderrPrefix string
+	}{
+		{name: "no command", wantCode: exitUsage, wantStderrPrefix: "Usage:"},
+		{name: "unknown command", args: []string{"lint"}, wantCode: exitUsage, wantStderrPrefix: "ohmlab: unknown command \"lint\"\nUsage:"},
+		{name: "help", args: []string{"help"}, wantCode: exitValid, wantStdout: usage},
+		{name: "version", args: []string{"version"}, wantCode: exitValid, wantStdout: "ohmlab dev (revision unknown)\n"},
+		{name: "version with an argument", args: []string{"version", "x"}, wantCode: exitUsage, wantStderrPrefix: "Usage:"},
+		{name: "validate without input", args: []string{"validate"}, wantCode: exitUsage, wantStderrPrefix: "ohmlab validate: name the input"},
+		{name: "validate with a bad output", args: []string{"validate", "--output", "yaml", "-"}, wantCode: exitUsage, wantStderrPrefix: "ohmlab validate: --output must be text or json"},
+		{name: "validate with an unknown flag", args: []string{"validate", "--strict", "-"}, wantCode: exitUsage, wantStderrPrefix: "flag provided but not defined: -strict"},
+		{name: "validate -h", args: []string{"validate", "-h"}, wantCode: exitValid, wantStderrPrefix: "Usage:"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := runCLI(t, "", tt.args...)
+			if got.Code != tt.wantCode || got.Stdout != tt.wantStdout || !strings.HasPrefix(got.Stderr, tt.wantStderrPrefix) {
+				t.Errorf("run = %+v, want code %d, stdout %q, stderr starting with %q", got, tt.wantCode, tt.wantStdout, tt.wantStderrPrefix)
+			}
+		})
+	}
+}
+
+// FuzzRead feeds the reader and the verdict arbitrary bytes: they never
+// panic, and every object read is a VaultSeed with somewhere to report it.
+func FuzzRead(f *testing.F) {
+	for _, name := range []string{"testdata/helm-template.yaml", "testdata/helm-template-invalid.yaml"} {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte("apiVersion: v1\nkind: List\nitems:\n- apiVersion: ohmlab.fr/v1alpha1\n  kind: VaultSeed\n  metadata: {name: a}\n  spec: {path: 1}\n"))
+	f.Add([]byte("--- {kind: VaultSeedList, apiVersion: ohmlab.fr/v1alpha1, items: [{spec: {data: {a: [1]}}}]}\n---\n"))
+	f.Add([]byte("a: &x [*x]\n---\n\t- :\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		objs, err := readStream("fuzz.yaml", data)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "fuzz.yaml:") {
+				t.Errorf("the error does not name the file: %v", err)
+			}
+			return
+		}
+		for _, o := range objs {
+			if o.Seed == nil || o.File != "fuzz.yaml" || o.Line < 1 {
+				t.Fatalf("object %+v", o)
+			}
+		}
+		rep := check(objs)
+		if rep.Valid != (len(rep.Problems) == 0) || rep.Objects != len(objs) {
+			t.Errorf("report %+v", rep)
+		}
+		for _, p := range rep.Problems {
+			if p.Key == "" && p.Reason == "" {
+				t.Errorf("problem without key or reason: %+v", p)
+			}
+		}
+	})
+}

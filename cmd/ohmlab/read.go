@@ -1,0 +1,264 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+	"github.com/ohmlab/ohmlab-controller/internal/validate"
+	"github.com/ohmlab/ohmlab-controller/templating"
+)
+
+// stdinName is the argument, and the file name in reports, of standard input.
+const stdinName = "-"
+
+// object is one VaultSeed read from the input.
+type object struct {
+	// File is the file it was read from ("-" for standard input) and Line
+	// the first line of its YAML document.
+	File string
+	Line int
+	Seed *ohmlabv1alpha1.VaultSeed
+	// Problems are what made the document unfit for the analysis (a field
+	// of the wrong type, no name, an unknown version); an object with such
+	// problems is reported with them alone and left out of the analysis.
+	Problems []validate.Problem
+}
+
+// readInputs reads every argument: "-" is standard input, a directory is
+// walked for .yaml and .yml files, any other argument is one file. The
+// error, for unreadable input or invalid YAML, names the file (and line).
+func readInputs(args []string, stdin io.Reader) ([]object, error) {
+	var out []object
+	for _, arg := range args {
+		if arg == stdinName {
+			data, err := io.ReadAll(stdin)
+			if err != nil {
+				return nil, fmt.Errorf("reading standard input: %w", err)
+			}
+			objs, err := readStream(stdinName, data)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, objs...)
+			continue
+		}
+		files, err := yamlFiles(arg)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range files {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				return nil, err
+			}
+			objs, err := readStream(f, data)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, objs...)
+		}
+	}
+	return out, nil
+}
+
+// yamlFiles returns arg itself when it is a file, or the .yaml and .yml
+// files under it, in lexical order, when it is a directory.
+func yamlFiles(arg string) ([]string, error) {
+	info, err := os.Stat(arg)
+	if err != nil {
+		return nil, err
+	}
+	if !info.IsDir() {
+		return []string{arg}, nil
+	}
+	var files []string
+	err = filepath.WalkDir(arg, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if ext := filepath.Ext(p); d.Type().IsRegular() && (ext == ".yaml" || ext == ".yml") {
+			files = append(files, p)
+		}
+		return nil
+	})
+	return files, err
+}
+
+// readStream reads a multi-document YAML stream and returns its VaultSeeds,
+// also those in the items of a List or a VaultSeedList. Other documents,
+// and empty ones, are skipped. A YAML syntax error is returned as
+// "<file>:<line>: ...".
+func readStream(file string, data []byte) ([]object, error) {
+	var out []object
+	for _, d := range splitDocuments(data) {
+		j, err := yaml.YAMLToJSON(d.text)
+		if err != nil {
+			return nil, syntaxError(file, d.line, err)
+		}
+		out = appendObjects(out, file, d.line, j, "", 0)
+	}
+	return out, nil
+}
+
+// document is one YAML document of a stream and the line it starts on.
+type document struct {
+	text []byte
+	line int
+}
+
+// splitDocuments cuts a stream at the lines that start a document: "---"
+// alone, or followed by a space and a comment or content. A separator line
+// that carries content stays the first line of its document; other
+// separator lines are left out. Each document keeps the line it starts on,
+// so that a line number within it maps to one of the stream.
+func splitDocuments(data []byte) []document {
+	var docs []document
+	start, startLine, line := 0, 1, 1
+	for i := 0; i < len(data); line++ {
+		next := len(data)
+		if end := bytes.IndexByte(data[i:], '\n'); end >= 0 {
+			next = i + end + 1
+		}
+		if sep, content := separator(data[i:next]); sep {
+			if i > start {
+				docs = append(docs, document{text: data[start:i], line: startLine})
+			}
+			start, startLine = next, line+1
+			if content {
+				start, startLine = i, line
+			}
+		}
+		i = next
+	}
+	if start < len(data) {
+		docs = append(docs, document{text: data[start:], line: startLine})
+	}
+	return docs
+}
+
+// separator reports whether l is a document separator line, and whether it
+// carries content after "---" besides blanks and a comment.
+func separator(l []byte) (sep, content bool) {
+	rest, ok := bytes.CutPrefix(l, []byte("---"))
+	if !ok || (len(rest) > 0 && rest[0] != ' ' && rest[0] != '\t' && rest[0] != '\n' && rest[0] != '\r') {
+		return false, false
+	}
+	rest = bytes.TrimSpace(rest)
+	return true, len(rest) > 0 && rest[0] != '#'
+}
+
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): `)
+
+// syntaxError names the file and the line of a YAML error, counted from the
+// start of the file.
+func syntaxError(file string, docLine int, err error) error {
+	msg := err.Error()
+	line := docLine
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		if n, convErr := strconv.Atoi(m[1]); convErr == nil {
+			line = docLine + n - 1
+			msg = "yaml: " + msg[len(m[0]):]
+		}
+	}
+	return fmt.Errorf("%s:%d: invalid YAML: %s", file, line, msg)
+}
+
+// maxListDepth bounds Lists nested in Lists.
+const maxListDepth = 8
+
+// appendObjects appends the VaultSeeds of one JSON document: the document
+// itself, or the items of a List. implicitKind is the kind of items
+// without one (VaultSeed in a VaultSeedList).
+func appendObjects(out []object, file string, line int, j []byte, implicitKind string, depth int) []object {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(j, &m) != nil {
+		return out // null (an empty document), a scalar or a list: not an object
+	}
+	apiVersion, kind := jsonString(m["apiVersion"]), jsonString(m["kind"])
+	if kind == "" && apiVersion == "" {
+		kind, apiVersion = implicitKind, ohmlabv1alpha1.GroupVersion.String()
+	}
+	group, _, _ := strings.Cut(apiVersion, "/")
+	switch {
+	case kind == "List" || (group == ohmlabv1alpha1.GroupVersion.Group && kind == "VaultSeedList"):
+		var items []json.RawMessage
+		if depth >= maxListDepth || json.Unmarshal(m["items"], &items) != nil {
+			return out
+		}
+		itemKind := ""
+		if kind == "VaultSeedList" {
+			itemKind = "VaultSeed"
+		}
+		for _, it := range items {
+			out = appendObjects(out, file, line, it, itemKind, depth+1)
+		}
+		return out
+	case group == ohmlabv1alpha1.GroupVersion.Group && kind == "VaultSeed":
+		return append(out, decodeSeed(file, line, apiVersion, j))
+	}
+	return out
+}
+
+func jsonString(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return ""
+	}
+	return s
+}
+
+// decodeSeed decodes one VaultSeed document. A field of the wrong type, a
+// missing name or an unknown version is a problem of the object.
+func decodeSeed(file string, line int, apiVersion string, j []byte) object {
+	o := object{File: file, Line: line, Seed: &ohmlabv1alpha1.VaultSeed{}}
+	err := json.Unmarshal(j, o.Seed)
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &typeErr):
+		o.Problems = append(o.Problems, validate.Problem{Reason: templating.ReasonInvalidSpec, Key: typeErr.Field,
+			Message: fmt.Sprintf("must be %s, not a JSON %s", jsonKind(typeErr.Type), typeErr.Value)})
+	case err != nil:
+		o.Problems = append(o.Problems, validate.Problem{Reason: templating.ReasonInvalidSpec, Key: "metadata",
+			Message: "cannot be read as a VaultSeed: " + err.Error()})
+	}
+	if apiVersion != ohmlabv1alpha1.GroupVersion.String() {
+		o.Problems = append(o.Problems, validate.Problem{Reason: templating.ReasonInvalidSpec, Key: "apiVersion",
+			Message: fmt.Sprintf("%s is not a version this ohmlab knows: use %s", apiVersion, ohmlabv1alpha1.GroupVersion)})
+	}
+	if o.Seed.Name == "" {
+		o.Problems = append(o.Problems, validate.Problem{Reason: templating.ReasonInvalidSpec, Key: validate.KeyName,
+			Message: "is empty: kubectl apply needs a name"})
+	}
+	return o
+}
+
+// jsonKind names, with its article, the JSON kind a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	}
+	return "a map"
+}

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+	"github.com/ohmlab/ohmlab-controller/internal/validate"
+)
+
+// finding is one problem or warning of one object, as --output json prints
+// it.
+type finding struct {
+	File      string `json:"file"`
+	Line      int    `json:"line"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	validate.Problem
+	// id is validate.ID of the object.
+	id string
+}
+
+// report is what --output json prints.
+type report struct {
+	// Valid is true when no object has a problem.
+	Valid bool `json:"valid"`
+	// Objects is the number of VaultSeeds read.
+	Objects  int       `json:"objects"`
+	Problems []finding `json:"problems"`
+	Warnings []finding `json:"warnings"`
+}
+
+// runValidate is `ohmlab validate`. Flags may come before, between or after
+// the inputs; "--" ends them.
+func runValidate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("ohmlab validate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	output := fs.String("output", "text", "output format: text (one line per problem) or json")
+	var inputs []string
+	for rest := args; ; {
+		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return exitValid
+			}
+			return exitUsage
+		}
+		left := fs.Args()
+		if consumed := len(rest) - len(left); consumed > 0 && rest[consumed-1] == "--" {
+			inputs = append(inputs, left...)
+			break
+		}
+		if len(left) == 0 {
+			break
+		}
+		inputs, rest = append(inputs, left[0]), left[1:]
+	}
+	if *output != "text" && *output != "json" {
+		fmt.Fprintf(stderr, "ohmlab validate: --output must be text or json\n%s", usage)
+		return exitUsage
+	}
+	if len(inputs) == 0 {
+		fmt.Fprintf(stderr, "ohmlab validate: name the input: - for standard input, or files and directories\n%s", usage)
+		return exitUsage
+	}
+	objs, err := readInputs(inputs, stdin)
+	if err != nil {
+		fmt.Fprintf(stderr, "ohmlab validate: %v\n", err)
+		return exitUsage
+	}
+	rep := check(objs)
+	if *output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			fmt.Fprintf(stderr, "ohmlab validate: %v\n", err)
+			return exitUsage
+		}
+	} else {
+		for _, f := range rep.Problems {
+			fmt.Fprintln(stdout, f)
+		}
+		for _, f := range rep.Warnings {
+			fmt.Fprintf(stderr, "%s:%s: warning: %s\n", f.File, f.id, f.Problem)
+		}
+		if rep.Objects == 0 {
+			fmt.Fprintln(stderr, "ohmlab validate: no VaultSeed found")
+		}
+	}
+	if !rep.Valid {
+		return exitInvalid
+	}
+	return exitValid
+}
+
+// check gives every object read its verdict, in input order: the problems
+// found reading it, or else the verdict of internal/validate on all the
+// readable objects together (the webhook's verdict on each of them).
+func check(objs []object) report {
+	rep := report{Objects: len(objs), Problems: []finding{}, Warnings: []finding{}}
+	var readable []int
+	var seeds []*ohmlabv1alpha1.VaultSeed
+	for i, o := range objs {
+		if len(o.Problems) == 0 {
+			readable = append(readable, i)
+			seeds = append(seeds, o.Seed)
+		}
+	}
+	verdicts := make([]validate.Verdict, len(objs))
+	for i, v := range validate.Set(seeds) {
+		verdicts[readable[i]] = v
+	}
+	for i, o := range objs {
+		rep.Problems = append(rep.Problems, findings(o, o.Problems)...)
+		rep.Problems = append(rep.Problems, findings(o, verdicts[i].Problems)...)
+		rep.Warnings = append(rep.Warnings, findings(o, verdicts[i].Warnings)...)
+	}
+	rep.Valid = len(rep.Problems) == 0
+	return rep
+}
+
+func findings(o object, ps []validate.Problem) []finding {
+	out := make([]finding, len(ps))
+	for i, p := range ps {
+		out[i] = finding{File: o.File, Line: o.Line, Namespace: o.Seed.Namespace, Name: o.Seed.Name, Problem: p, id: validate.ID(o.Seed)}
+	}
+	return out
+}
+
+// String is "<file>:<namespace>/<name>: <key path>: <message>".
+func (f finding) String() string {
+	return f.File + ":" + f.id + ": " + f.Problem.String()
+}

@@ -1,0 +1,243 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ohmlab/ohmlab-controller/test/harness"
+)
+
+// controllerBin is built once for the package by TestMain, from the
+// working tree, so the tests never run a stale binary.
+var controllerBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "ohmlab-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	controllerBin = filepath.Join(dir, "ohmlab-controller")
+	build := exec.Command("go", "build", "-o", controllerBin, "./cmd/ohmlab-controller")
+	build.Dir = harness.RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building ohmlab-controller: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func startEnv(t *testing.T, resync time.Duration) *Env {
+	t.Helper()
+	env, err := Start(context.Background(), Options{Dir: t.TempDir(), Resync: resync, ControllerBin: controllerBin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(env.Stop)
+	return env
+}
+
+func startController(t *testing.T, env *Env) *Controller {
+	t.Helper()
+	c, err := env.StartController(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !c.Exited() {
+			c.Stop()
+		}
+		if t.Failed() {
+			t.Logf("controller logs:\n%s", c.Logs())
+		}
+	})
+	return c
+}
+
+// readPath returns a path's flat data and KV version, read with the root
+// token.
+func readPath(t *testing.T, env *Env, path string) (map[string]any, int) {
+	t.Helper()
+	mount, rest, _ := strings.Cut(path, "/")
+	s, err := env.Vault.Client.KVv2(mount).Get(context.Background(), rest)
+	if err != nil {
+		t.Fatalf("reading %s: %v", path, err)
+	}
+	return s.Data, s.VersionMetadata.Version
+}
+
+func nested(data map[string]any, dotted string) any {
+	var v any = data
+	for _, k := range strings.Split(dotted, ".") {
+		m, _ := v.(map[string]any)
+		v = m[k]
+	}
+	return v
+}
+
+// TestDemoFlow drives the demo's flow through the built binaries: the
+// process logs in with Kubernetes auth, both objects go Ready, the webhook
+// refuses a dotted key, a hand edit is reverted on a reference and kept on
+// a generated key, and a restart writes no new KV version.
+func TestDemoFlow(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	env := startEnv(t, 2*time.Second)
+	c := startController(t, env)
+
+	for _, s := range []Sample{Keycloak, Grafana} {
+		out, err := env.Apply(ctx, s)
+		g.Expect(err).NotTo(HaveOccurred(), out)
+	}
+	for _, s := range []Sample{Keycloak, Grafana} {
+		g.Expect(env.WaitReady(ctx, s)).To(Succeed())
+	}
+	out, err := env.Kubectl(ctx, "get", "vaultseeds", "-A")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out).To(MatchRegexp(`production-core-keycloak\s+ohmlab/platforms/production/core/keycloak\s+True\s+Reconciled`))
+
+	out, err = env.Apply(ctx, Broken)
+	g.Expect(err).To(HaveOccurred(), "the webhook must refuse a dotted key")
+	g.Expect(out).To(ContainSubstring("smtp.password"))
+
+	kc, _ := readPath(t, env, Keycloak.Path)
+	gr, grVersion := readPath(t, env, Grafana.Path)
+	password := nested(kc, "admin.password")
+	g.Expect(nested(gr, "admin.password")).To(Equal(password))
+
+	// A hand edit of a reference is put back at the next resync.
+	gr["admin"].(map[string]any)["password"] = "edited-by-hand"
+	_, err = env.Vault.Client.KVv2("ohmlab").Put(ctx, strings.TrimPrefix(Grafana.Path, "ohmlab/"), gr)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func() any { d, _ := readPath(t, env, Grafana.Path); return nested(d, "admin.password") }).
+		WithTimeout(20 * time.Second).Should(Equal(password))
+
+	// A hand edit of a generated key is kept, and its copies follow it.
+	kc["clients"].(map[string]any)["grafana-core"].(map[string]any)["clientSecret"] = "rotated-by-hand-0123456789"
+	_, err = env.Vault.Client.KVv2("ohmlab").Put(ctx, strings.TrimPrefix(Keycloak.Path, "ohmlab/"), kc)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func() any { d, _ := readPath(t, env, Grafana.Path); return nested(d, "oauth.clientSecret") }).
+		WithTimeout(20 * time.Second).Should(Equal("rotated-by-hand-0123456789"))
+	g.Consistently(func() any { d, _ := readPath(t, env, Keycloak.Path); return nested(d, "clients.grafana-core.clientSecret") }).
+		WithTimeout(5 * time.Second).Should(Equal("rotated-by-hand-0123456789"))
+
+	// A restart writes nothing: same KV versions after several resyncs.
+	_, kcVersion := readPath(t, env, Keycloak.Path)
+	_, grVersion = readPath(t, env, Grafana.Path)
+	c.Stop()
+	c = startController(t, env)
+	time.Sleep(3 * 2 * time.Second)
+	_, v := readPath(t, env, Keycloak.Path)
+	g.Expect(v).To(Equal(kcVersion))
+	_, v = readPath(t, env, Grafana.Path)
+	g.Expect(v).To(Equal(grVersion))
+	g.Expect(c.Logs()).NotTo(ContainSubstring("wrote the path"))
+	g.Expect(c.Logs()).NotTo(ContainSubstring(password.(string)), "no value in the logs")
+}
+
+// TestProcessServesMetricsAndProbes checks the process's endpoints, and that
+// a Vault that does not answer never fails the probes.
+func TestProcessServesMetricsAndProbes(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	env := startEnv(t, time.Minute)
+	c := startController(t, env)
+	out, err := env.Apply(ctx, Keycloak)
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(env.WaitReady(ctx, Keycloak)).To(Succeed())
+
+	code, body := httpGet(ctx, "http://"+c.MetricsAddr+"/metrics")
+	g.Expect(code).To(Equal(200))
+	for _, metric := range []string{
+		"ohmlab_build_info", "ohmlab_object_ready", "ohmlab_data_writes_total", "ohmlab_backend_requests_total",
+		"ohmlab_object_last_reconcile_timestamp_seconds", "ohmlab_crd_revision_mismatch", "controller_runtime_reconcile_total",
+	} {
+		g.Expect(body).To(ContainSubstring(metric))
+	}
+	g.Expect(body).To(ContainSubstring(`ohmlab_backend_requests_total{code="ok",operation="login",target="vault"} 1`), "one Kubernetes-auth login")
+
+	g.Expect(env.Vault.Seal()).To(Succeed())
+	defer func() { _ = env.Vault.Unseal() }()
+	g.Consistently(func() []int {
+		h, _ := httpGet(ctx, "http://"+c.ProbeAddr+"/healthz")
+		r, _ := httpGet(ctx, "http://"+c.ProbeAddr+"/readyz")
+		return []int{h, r}
+	}).WithTimeout(5 * time.Second).Should(Equal([]int{200, 200}))
+}
+
+// TestOnlyTheLeaseHolderWrites runs two processes with the same
+// configuration: one holds the Lease and writes; killing it hands over.
+func TestOnlyTheLeaseHolderWrites(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	env := startEnv(t, time.Minute)
+	first := startController(t, env)
+	lease := &coordinationv1.Lease{}
+	g.Eventually(func() error {
+		return env.CP.Client.Get(ctx, client.ObjectKey{Namespace: ControllerNamespace, Name: "ohmlab-controller-vault"}, lease)
+	}).WithTimeout(20 * time.Second).Should(Succeed())
+	second := startController(t, env)
+
+	out, err := env.Apply(ctx, Keycloak)
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(env.WaitReady(ctx, Keycloak)).To(Succeed())
+	g.Expect(first.Logs()).To(ContainSubstring("wrote the path"))
+	g.Expect(second.Logs()).NotTo(ContainSubstring("wrote the path"))
+
+	first.Kill()
+	killed := time.Now()
+	out, err = env.Apply(ctx, Grafana)
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(env.WaitReady(ctx, Grafana)).To(Succeed())
+	t.Logf("hand-over and reconcile took %s (lease duration 4s)", time.Since(killed).Round(100*time.Millisecond))
+	g.Expect(second.Logs()).To(ContainSubstring("wrote the path"))
+}
+
+// TestConfigErrorsStopTheProcess checks that a bad configuration exits
+// non-zero with a one-line reason.
+func TestConfigErrorsStopTheProcess(t *testing.T) {
+	tests := []struct {
+		name, config, want string
+	}{
+		{name: "unknown field", config: "targets:\n  vault:\n    namespaces: [a]\n    backend: {address: http://x}\n    colour: blue\n", want: `unknown field "colour"`},
+		{name: "reserved target", config: "targets:\n  harbor: {}\n", want: "targets.harbor: reserved, not implemented yet"},
+		{name: "grouped with a reserved target", config: "targets:\n  vault:\n    namespaces: [a]\n    backend: {address: http://x}\n  sonarqube: {}\n", want: "targets.sonarqube: reserved, not implemented yet"},
+		{name: "missing namespaces", config: "targets:\n  vault:\n    backend: {address: http://x}\n", want: "targets.vault.namespaces: required"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "config.yaml")
+			if err := os.WriteFile(file, []byte(tt.config), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(controllerBin, "--config="+file)
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			if err == nil {
+				t.Fatal("the process started")
+			}
+			last := lastLine(stderr.String())
+			if !strings.HasPrefix(last, "ohmlab-controller: ") || !strings.Contains(last, tt.want) {
+				t.Errorf("last line of stderr = %q, want a one-line reason containing %q", last, tt.want)
+			}
+		})
+	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}

@@ -1,0 +1,44 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"github.com/ohmlab/ohmlab-controller/test/harness"
+)
+
+// The demo's objects, in config/samples.
+var (
+	// Keycloak is the product document's production-core-keycloak, unchanged.
+	Keycloak = Sample{Name: "production-core-keycloak", Path: "ohmlab/platforms/production/core/keycloak", File: "production-core-keycloak.yaml"}
+	// Grafana references Keycloak's admin password and client secret and
+	// hashes the password.
+	Grafana = Sample{Name: "production-core-grafana", Path: "ohmlab/platforms/production/core/grafana", File: "production-core-grafana.yaml"}
+	// Broken has a dotted key name: the webhook refuses it.
+	Broken = Sample{Name: "production-core-broken", Path: "ohmlab/platforms/production/core/broken", File: "invalid-dotted-key.yaml"}
+)
+
+// Sample is a VaultSeed manifest of config/samples.
+type Sample struct {
+	Name, Path, File string
+}
+
+// Manifest is the sample's file path.
+func (s Sample) Manifest() string {
+	return filepath.Join(harness.RepoRoot(), "config", "samples", s.File)
+}
+
+// Apply runs kubectl apply -f on the sample and returns kubectl's output.
+func (e *Env) Apply(ctx context.Context, s Sample) (string, error) {
+	return e.Kubectl(ctx, "apply", "-f", s.Manifest())
+}
+
+// WaitReady waits with kubectl until the sample's Ready condition is True.
+func (e *Env) WaitReady(ctx context.Context, s Sample) error {
+	out, err := e.Kubectl(ctx, "-n", SeedNamespace, "wait", "--for=condition=Ready", "--timeout=120s", "vaultseed/"+s.Name)
+	if err != nil {
+		return fmt.Errorf("waiting for %s: %v: %s", s.Name, err, out)
+	}
+	return nil
+}
