@@ -130,7 +130,10 @@ func TestDemoFlow(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func() any { d, _ := readPath(t, env, Grafana.Path); return nested(d, "oauth.clientSecret") }).
 		WithTimeout(20 * time.Second).Should(Equal("rotated-by-hand-0123456789"))
-	g.Consistently(func() any { d, _ := readPath(t, env, Keycloak.Path); return nested(d, "clients.grafana-core.clientSecret") }).
+	g.Consistently(func() any {
+		d, _ := readPath(t, env, Keycloak.Path)
+		return nested(d, "clients.grafana-core.clientSecret")
+	}).
 		WithTimeout(5 * time.Second).Should(Equal("rotated-by-hand-0123456789"))
 
 	// A restart writes nothing: same KV versions after several resyncs.
@@ -198,6 +201,10 @@ func TestOnlyTheLeaseHolderWrites(t *testing.T) {
 
 	first.Kill()
 	killed := time.Now()
+	// The webhook configuration points at the first process only (a
+	// Service would select every replica): remove it for the hand-over.
+	out, err = env.Kubectl(ctx, "delete", "validatingwebhookconfigurations", "--all")
+	g.Expect(err).NotTo(HaveOccurred(), out)
 	out, err = env.Apply(ctx, Grafana)
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	g.Expect(env.WaitReady(ctx, Grafana)).To(Succeed())

@@ -63,6 +63,7 @@ type Env struct {
 	Config    string
 	cancel    context.CancelFunc
 	refresher sync.WaitGroup
+	started   int // controllers started
 }
 
 // Start brings up the control plane (CRD, webhook configuration, the seed
@@ -215,8 +216,18 @@ type Controller struct {
 
 // StartController runs the controller binary with the environment's
 // configuration and webhook serving certificate, and waits until /readyz
-// answers 200.
+// answers 200. The webhook configuration calls the first controller
+// started; later ones serve the webhook on ports of their own.
 func (e *Env) StartController(ctx context.Context) (*Controller, error) {
+	webhookPort := e.webhooks.LocalServingPort
+	if e.started > 0 {
+		p, err := harness.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		webhookPort = p
+	}
+	e.started++
 	metricsPort, err := harness.FreePort()
 	if err != nil {
 		return nil, err
@@ -235,7 +246,7 @@ func (e *Env) StartController(ctx context.Context) (*Controller, error) {
 		"--config="+e.Config,
 		"--metrics-bind-address="+c.MetricsAddr,
 		"--health-probe-bind-address="+c.ProbeAddr,
-		fmt.Sprintf("--webhook-port=%d", e.webhooks.LocalServingPort),
+		fmt.Sprintf("--webhook-port=%d", webhookPort),
 		"--webhook-cert-dir="+e.webhooks.LocalServingCertDir,
 		"--graceful-shutdown-timeout=10s",
 	)
