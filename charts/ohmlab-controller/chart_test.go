@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/ohmlab/ohmlab-controller/charts/charttest"
+	"github.com/ohmlab/ohmlab-controller/reconcilers"
 )
 
 const (
@@ -136,7 +137,7 @@ func TestTopologies(t *testing.T) {
 			checkDeployment(t, objs, tt.wantProcess)
 			checkRBAC(t, objs, sa, ns)
 			cfg := processConfig(t, objs, tt.wantProcess)
-			if diff := cmp.Diff([]string{"vault"}, mapKeys(cfg.Targets)); diff != "" {
+			if diff := cmp.Diff([]string{"vault"}, mapKeys(cfg)); diff != "" {
 				t.Errorf("config sections (-want +got):\n%s", diff)
 			}
 			svc := mustFind(t, objs, "Service", ns, fullname+"-webhook")
@@ -152,8 +153,8 @@ func TestTopologies(t *testing.T) {
 func TestObserveOnlyConfig(t *testing.T) {
 	objs := render(t, vaultOn+"    observeOnly: true\n")
 	cfg := processConfig(t, objs, "vault")
-	if !cfg.Targets["vault"].ObserveOnly {
-		t.Errorf("observeOnly is not in the process config: %+v", cfg.Targets["vault"])
+	if !cfg["vault"].ObserveOnly {
+		t.Errorf("observeOnly is not in the process config: %+v", cfg["vault"])
 	}
 	// The RBAC of an observe-only target is the same: it still reads and patches status.
 	checkRBAC(t, objs, fullname+"-vault", ns)
@@ -264,7 +265,7 @@ func checkDeployment(t *testing.T, objs []unstructured.Unstructured, process str
 		}
 	}
 	cfg := processConfig(t, objs, process)
-	tokenFile := cfg.Targets["vault"].Backend.Auth.TokenFile
+	tokenFile := cfg["vault"].Backend.Auth.TokenFile
 	tok, ok := volumes["vault-token"]
 	if !ok || tok.Projected == nil || len(tok.Projected.Sources) != 1 || tok.Projected.Sources[0].ServiceAccountToken == nil {
 		t.Fatalf("no projected token volume: %+v", tok)
@@ -395,65 +396,24 @@ func checkNoBroadAccess(t *testing.T, objs []unstructured.Unstructured) {
 	}
 }
 
-// configFile mirrors the controller's configuration file (strict YAML), as the fixed interface
-// describes it. The lead's config loader replaces this mirror in the envtest tests.
-type configFile struct {
-	Targets map[string]targetConfig `json:"targets"`
-}
-
-type targetConfig struct {
-	Namespaces     []string `json:"namespaces"`
-	ObserveOnly    bool     `json:"observeOnly"`
-	AllowDelete    bool     `json:"allowDelete"`
-	ResyncPeriod   string   `json:"resyncPeriod"`
-	Concurrency    int      `json:"concurrency"`
-	LeaderElection struct {
-		Namespace     string `json:"namespace"`
-		LeaseDuration string `json:"leaseDuration"`
-	} `json:"leaderElection"`
-	Backend struct {
-		Address       string  `json:"address"`
-		CAFile        string  `json:"caFile,omitempty"`
-		TLSServerName string  `json:"tlsServerName,omitempty"`
-		Timeout       string  `json:"timeout"`
-		QPS           float64 `json:"qps"`
-		Burst         int     `json:"burst"`
-		Auth          struct {
-			Method    string `json:"method"`
-			Mount     string `json:"mount"`
-			Role      string `json:"role"`
-			Audience  string `json:"audience"`
-			TokenFile string `json:"tokenFile"`
-		} `json:"auth"`
-	} `json:"backend"`
-}
-
-// processConfig decodes a process's config.yaml strictly and checks what every config needs.
-func processConfig(t *testing.T, objs []unstructured.Unstructured, process string) configFile {
+// processConfig loads a process's config.yaml with the controller's own loader (strict, every
+// default and check applied) and returns its Vault section by target name.
+func processConfig(t *testing.T, objs []unstructured.Unstructured, process string) map[string]reconcilers.VaultConfig {
 	t.Helper()
 	var cm corev1.ConfigMap
 	charttest.Convert(t, mustFind(t, objs, "ConfigMap", ns, fullname+"-"+process+"-config"), &cm)
 	if len(cm.Data) != 1 {
 		t.Errorf("ConfigMap keys %v, want only config.yaml", mapKeys(cm.Data))
 	}
-	var cfg configFile
-	if err := yaml.UnmarshalStrict([]byte(cm.Data["config.yaml"]), &cfg); err != nil {
-		t.Fatalf("config.yaml of %s does not decode strictly: %v\n%s", process, err, cm.Data["config.yaml"])
+	targets, err := reconcilers.Load([]byte(cm.Data["config.yaml"]))
+	if err != nil {
+		t.Fatalf("the controller refuses the config.yaml of %s: %v\n%s", process, err, cm.Data["config.yaml"])
 	}
-	for name, tc := range cfg.Targets {
-		if len(tc.Namespaces) == 0 {
-			t.Errorf("%s: no namespaces", name)
-		}
-		for _, d := range []string{tc.ResyncPeriod, tc.LeaderElection.LeaseDuration, tc.Backend.Timeout} {
-			if _, err := time.ParseDuration(d); err != nil {
-				t.Errorf("%s: %v", name, err)
-			}
-		}
-		if tc.LeaderElection.Namespace == "" || tc.Backend.Address == "" || tc.Backend.Auth.TokenFile == "" {
-			t.Errorf("%s: incomplete config %+v", name, tc)
-		}
+	out := map[string]reconcilers.VaultConfig{}
+	for name, target := range targets {
+		out[name] = target.(reconcilers.VaultConfig)
 	}
-	return cfg
+	return out
 }
 
 func mapKeys[V any](m map[string]V) []string {
@@ -485,14 +445,14 @@ targets:
       auth: {mount: k8s-prod, role: seeder, audience: vault-prod, tokenExpirationSeconds: 900}
 `)
 	cfg := processConfig(t, objs, "vault")
-	got := cfg.Targets["vault"]
-	want := targetConfig{Namespaces: []string{"vault-operator-system"}, AllowDelete: true, ResyncPeriod: "5m", Concurrency: 2}
+	got := cfg["vault"]
+	want := reconcilers.VaultConfig{Namespaces: []string{"vault-operator-system"}, AllowDelete: true, ResyncPeriod: metav1.Duration{Duration: 5 * time.Minute}, Concurrency: 2}
 	want.LeaderElection.Namespace = "kube-leases"
-	want.LeaderElection.LeaseDuration = "30s"
+	want.LeaderElection.LeaseDuration = metav1.Duration{Duration: 30 * time.Second}
 	want.Backend.Address = "https://vault.example.test:8200"
 	want.Backend.CAFile = "/etc/ohmlab/vault-ca/ca.crt"
 	want.Backend.TLSServerName = "vault.internal"
-	want.Backend.Timeout = "5s"
+	want.Backend.Timeout = metav1.Duration{Duration: 5 * time.Second}
 	want.Backend.QPS = 2.5
 	want.Backend.Burst = 5
 	want.Backend.Auth.Method = "kubernetes"
@@ -540,7 +500,7 @@ targets:
 			found = true
 		}
 	}
-	if !found || processConfig(t, objs, "vault").Targets["vault"].Backend.CAFile != "/etc/ohmlab/vault-ca/ca.crt" {
+	if !found || processConfig(t, objs, "vault")["vault"].Backend.CAFile != "/etc/ohmlab/vault-ca/ca.crt" {
 		t.Errorf("CA from a Secret not mounted: %+v", d.Spec.Template.Spec.Volumes[0])
 	}
 }

@@ -151,7 +151,7 @@ func TestVaultRole(t *testing.T) {
 	objs := render(t, vaultOn)
 	mustFind(t, objs, "ServiceAccount", charttest.Namespace, "ohmlab-controller-vault")
 	cfg := processConfig(t, objs, "vault")
-	if a := cfg.Targets["vault"].Backend.Auth; a.Audience != "vault" || a.Role != "ohmlab-controller" || a.Mount != "kubernetes" {
+	if a := cfg["vault"].Backend.Auth; a.Audience != "vault" || a.Role != "ohmlab-controller" || a.Mount != "kubernetes" {
 		t.Errorf("the chart's defaults do not match the role: %+v", a)
 	}
 }
