@@ -12,10 +12,14 @@ import (
 
 	. "github.com/onsi/gomega"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ohmlab/ohmlab-controller/test/harness"
 )
+
+// buildVersion is the release the test binary claims to be.
+const buildVersion = "v0.0.0-e2e"
 
 // controllerBin is built once for the package by TestMain, from the
 // working tree, so the tests never run a stale binary.
@@ -28,7 +32,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	controllerBin = filepath.Join(dir, "ohmlab-controller")
-	build := exec.Command("go", "build", "-o", controllerBin, "./cmd/ohmlab-controller")
+	build := exec.Command("go", "build", "-ldflags", "-X github.com/ohmlab/ohmlab-controller/internal/buildinfo.Version="+buildVersion,
+		"-o", controllerBin, "./cmd/ohmlab-controller")
 	build.Dir = harness.RepoRoot()
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building ohmlab-controller: %v\n%s", err, out)
@@ -150,12 +155,17 @@ func TestDemoFlow(t *testing.T) {
 	g.Expect(c.Logs()).NotTo(ContainSubstring(password.(string)), "no value in the logs")
 }
 
-// TestProcessServesMetricsAndProbes checks the process's endpoints, and that
-// a Vault that does not answer never fails the probes.
+// TestProcessServesMetricsAndProbes checks the process's endpoints, the CRD
+// release check, and that a Vault that does not answer never fails the
+// probes.
 func TestProcessServesMetricsAndProbes(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	env := startEnv(t, time.Minute)
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	g.Expect(env.CP.Client.Get(ctx, client.ObjectKey{Name: "vaultseeds.ohmlab.fr"}, crd)).To(Succeed())
+	crd.Annotations = map[string]string{"ohmlab.fr/revision": "v9.9.9"}
+	g.Expect(env.CP.Client.Update(ctx, crd)).To(Succeed())
 	c := startController(t, env)
 	out, err := env.Apply(ctx, Keycloak)
 	g.Expect(err).NotTo(HaveOccurred(), out)
@@ -170,6 +180,8 @@ func TestProcessServesMetricsAndProbes(t *testing.T) {
 		g.Expect(body).To(ContainSubstring(metric))
 	}
 	g.Expect(body).To(ContainSubstring(`ohmlab_backend_requests_total{code="ok",operation="login",target="vault"} 1`), "one Kubernetes-auth login")
+	g.Expect(body).To(ContainSubstring(`ohmlab_crd_revision_mismatch{crd="vaultseeds.ohmlab.fr"} 1`), "the CRD claims another release")
+	g.Expect(body).To(ContainSubstring(`ohmlab_build_info{revision="unknown",version="` + buildVersion + `"} 1`))
 
 	g.Expect(env.Vault.Seal()).To(Succeed())
 	defer func() { _ = env.Vault.Unseal() }()

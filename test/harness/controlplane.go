@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/go-logr/logr"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -25,7 +26,8 @@ type ControlPlane struct {
 	// Client is a controller-runtime client over Config with the ohmlab and
 	// client-go schemes.
 	Client client.Client
-	// Scheme holds client-go's kinds and ohmlab.fr/v1alpha1.
+	// Scheme holds client-go's kinds, CustomResourceDefinitions and
+	// ohmlab.fr/v1alpha1.
 	Scheme *runtime.Scheme
 	// Kubeconfig is the path of a kubeconfig file for Config, for kubectl.
 	Kubeconfig string
@@ -61,6 +63,9 @@ func StartControlPlane(opts Options) (*ControlPlane, error) {
 		return nil, err
 	}
 	if err := ohmlabv1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
 	env := &envtest.Environment{
