@@ -1,0 +1,190 @@
+// Package fake is an in-memory vaultkv.KV for unit tests of the code that
+// uses Vault: versions, check-and-set, custom_metadata merge, soft delete,
+// injected errors and request counters, with Vault's semantics.
+package fake
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"maps"
+	"net/http"
+	"sync"
+
+	"github.com/ohmlab/ohmlab-controller/vaultkv"
+)
+
+// KV is an in-memory vaultkv.KV. The zero value is not usable: call New.
+// It is safe for concurrent use.
+//
+// As with Vault, data trees go through JSON: a read returns a fresh copy
+// with numbers as json.Number, and a path that has metadata (from Mark) but
+// no version reads as absent.
+type KV struct {
+	mu    sync.Mutex
+	paths map[string]*entry
+	fail  map[string][]error
+	calls map[string]int
+}
+
+type entry struct {
+	versions [][]byte // JSON of version i+1; nil when deleted
+	custom   map[string]string
+}
+
+var _ vaultkv.KV = (*KV)(nil)
+
+// New returns an empty KV.
+func New() *KV {
+	return &KV{paths: map[string]*entry{}, fail: map[string][]error{}, calls: map[string]int{}}
+}
+
+// FailNext makes the next call of op (vaultkv.OpRead, OpWrite, OpMark or
+// OpDelete) return err without any effect. Calls queue: the second call
+// of FailNext for the same op fails the call after the next, and so on.
+// err is returned as is: use a vaultkv sentinel or *vaultkv.Error so that
+// vaultkv.ClassOf classifies it.
+func (f *KV) FailNext(op string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fail[op] = append(f.fail[op], err)
+}
+
+// Calls returns how many times op was called, failed calls included.
+func (f *KV) Calls(op string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[op]
+}
+
+// SoftDelete deletes the latest version of path, as `vault kv delete`
+// does: the path reads as present, empty, at the same version. It returns
+// false when the path has no version.
+func (f *KV) SoftDelete(path string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e := f.paths[path]
+	if e == nil || len(e.versions) == 0 {
+		return false
+	}
+	e.versions[len(e.versions)-1] = nil
+	return true
+}
+
+// begin counts a call of op and returns its injected error, if any; f.mu
+// is held.
+func (f *KV) begin(op string) error {
+	f.calls[op]++
+	if q := f.fail[op]; len(q) > 0 {
+		f.fail[op] = q[1:]
+		return q[0]
+	}
+	return nil
+}
+
+func invalid(op, path string, err error) error {
+	return &vaultkv.Error{Op: op, Path: path, Class: vaultkv.ClassInvalid, Reason: err.Error()}
+}
+
+// Read implements vaultkv.KV.
+func (f *KV) Read(_ context.Context, path string) (*vaultkv.Secret, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(vaultkv.OpRead); err != nil {
+		return nil, err
+	}
+	if _, _, err := vaultkv.SplitPath(path); err != nil {
+		return nil, invalid(vaultkv.OpRead, path, err)
+	}
+	e := f.paths[path]
+	if e == nil || len(e.versions) == 0 {
+		return &vaultkv.Secret{}, nil
+	}
+	s := &vaultkv.Secret{Exists: true, Version: len(e.versions)}
+	if len(e.custom) > 0 {
+		s.CustomMetadata = maps.Clone(e.custom)
+	}
+	latest := e.versions[len(e.versions)-1]
+	if latest == nil {
+		s.Deleted = true
+		return s, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(latest))
+	dec.UseNumber()
+	if err := dec.Decode(&s.Data); err != nil {
+		panic(err) // stored by Write from a successful json.Marshal
+	}
+	return s, nil
+}
+
+// Write implements vaultkv.KV.
+func (f *KV) Write(_ context.Context, path string, data map[string]any, cas int) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(vaultkv.OpWrite); err != nil {
+		return 0, err
+	}
+	if _, _, err := vaultkv.SplitPath(path); err != nil {
+		return 0, invalid(vaultkv.OpWrite, path, err)
+	}
+	if data == nil {
+		data = map[string]any{}
+	}
+	b, err := json.Marshal(data)
+	if err != nil {
+		return 0, invalid(vaultkv.OpWrite, path, err)
+	}
+	e := f.paths[path]
+	if e == nil {
+		e = &entry{}
+	}
+	if cas != len(e.versions) {
+		return 0, &vaultkv.Error{Op: vaultkv.OpWrite, Path: path, Class: vaultkv.ClassCASMismatch, Status: http.StatusBadRequest,
+			Reason: "check-and-set parameter did not match the current version"}
+	}
+	e.versions = append(e.versions, b)
+	f.paths[path] = e
+	return len(e.versions), nil
+}
+
+// Mark implements vaultkv.KV.
+func (f *KV) Mark(_ context.Context, path string, metadata map[string]string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(vaultkv.OpMark); err != nil {
+		return err
+	}
+	if _, _, err := vaultkv.SplitPath(path); err != nil {
+		return invalid(vaultkv.OpMark, path, err)
+	}
+	if err := vaultkv.ValidateMetadata(metadata); err != nil {
+		return invalid(vaultkv.OpMark, path, err)
+	}
+	if len(metadata) == 0 {
+		return nil
+	}
+	e := f.paths[path]
+	if e == nil {
+		e = &entry{}
+		f.paths[path] = e
+	}
+	if e.custom == nil {
+		e.custom = map[string]string{}
+	}
+	maps.Copy(e.custom, metadata)
+	return nil
+}
+
+// Delete implements vaultkv.KV.
+func (f *KV) Delete(_ context.Context, path string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(vaultkv.OpDelete); err != nil {
+		return err
+	}
+	if _, _, err := vaultkv.SplitPath(path); err != nil {
+		return invalid(vaultkv.OpDelete, path, err)
+	}
+	delete(f.paths, path)
+	return nil
+}

@@ -1,0 +1,159 @@
+package fake
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/ohmlab/ohmlab-controller/vaultkv"
+)
+
+const path = "ohmlab/platforms/core/keycloak/admin"
+
+func TestVersionsAndCAS(t *testing.T) {
+	ctx := context.Background()
+	f := New()
+
+	s, err := f.Read(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(&vaultkv.Secret{}, s); diff != "" {
+		t.Fatalf("absent (-want +got):\n%s", diff)
+	}
+
+	steps := []struct {
+		name    string
+		data    map[string]any
+		cas     int
+		want    int
+		wantErr error
+	}{
+		{name: "create-only", data: map[string]any{"a": "1"}, cas: 0, want: 1},
+		{name: "create-only again", data: map[string]any{"a": "2"}, cas: 0, wantErr: vaultkv.ErrCASMismatch},
+		{name: "update", data: map[string]any{"a": "2", "n": 3, "t": map[string]any{"x": []string{"y"}}}, cas: 1, want: 2},
+		{name: "stale", data: map[string]any{"a": "3"}, cas: 1, wantErr: vaultkv.ErrCASMismatch},
+	}
+	for _, st := range steps {
+		got, err := f.Write(ctx, path, st.data, st.cas)
+		if !errors.Is(err, st.wantErr) || got != st.want {
+			t.Fatalf("%s: Write = %d, %v; want %d, %v", st.name, got, err, st.want, st.wantErr)
+		}
+	}
+
+	s, err = f.Read(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &vaultkv.Secret{Exists: true, Version: 2, Data: map[string]any{
+		"a": "2", "n": json.Number("3"), "t": map[string]any{"x": []any{"y"}},
+	}}
+	if diff := cmp.Diff(want, s); diff != "" {
+		t.Fatalf("read (-want +got):\n%s", diff)
+	}
+	s.Data["a"] = "changed by the caller"
+	if s, _ := f.Read(ctx, path); s.Data["a"] != "2" {
+		t.Fatalf("a read shares the stored tree: %v", s.Data)
+	}
+}
+
+func TestSoftDeleteAndMark(t *testing.T) {
+	ctx := context.Background()
+	f := New()
+	if f.SoftDelete(path) {
+		t.Fatal("SoftDelete of an absent path = true")
+	}
+	if err := f.Mark(ctx, path, map[string]string{"owner": "someone-else"}); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := f.Read(ctx, path); s.Exists {
+		t.Fatalf("metadata without a version reads as %+v, want absent", s)
+	}
+	if _, err := f.Write(ctx, path, map[string]any{"a": "1"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Mark(ctx, path, map[string]string{"ohmlab.fr/owner": "ns/name"}); err != nil {
+		t.Fatal(err)
+	}
+	if !f.SoftDelete(path) {
+		t.Fatal("SoftDelete = false")
+	}
+	s, err := f.Read(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &vaultkv.Secret{Exists: true, Version: 1, Deleted: true,
+		CustomMetadata: map[string]string{"owner": "someone-else", "ohmlab.fr/owner": "ns/name"}}
+	if diff := cmp.Diff(want, s); diff != "" {
+		t.Fatalf("read (-want +got):\n%s", diff)
+	}
+	if _, err := f.Write(ctx, path, map[string]any{"a": "2"}, 0); !errors.Is(err, vaultkv.ErrCASMismatch) {
+		t.Fatalf("cas=0 on a deleted version: %v, want CAS mismatch", err)
+	}
+	if v, err := f.Write(ctx, path, map[string]any{"a": "2"}, 1); v != 2 || err != nil {
+		t.Fatalf("cas=1 on a deleted version: %d, %v", v, err)
+	}
+	if err := f.Delete(ctx, path); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := f.Read(ctx, path); s.Exists || s.CustomMetadata != nil {
+		t.Fatalf("after Delete: %+v", s)
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	ctx := context.Background()
+	f := New()
+	tests := []struct {
+		name string
+		call func() error
+	}{
+		{"read without mount", func() error { _, err := f.Read(ctx, "nomount"); return err }},
+		{"write without path", func() error { _, err := f.Write(ctx, "ohmlab/", nil, 0); return err }},
+		{"mark over the key limit", func() error {
+			return f.Mark(ctx, path, map[string]string{strings.Repeat("k", 129): "v"})
+		}},
+		{"mark an empty value", func() error { return f.Mark(ctx, path, map[string]string{"k": ""}) }},
+		{"delete without mount", func() error { return f.Delete(ctx, "/x") }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.call(); !errors.Is(err, vaultkv.ErrInvalid) {
+				t.Fatalf("got %v, want invalid", err)
+			}
+		})
+	}
+}
+
+func TestFailNextAndCalls(t *testing.T) {
+	ctx := context.Background()
+	f := New()
+	f.FailNext(vaultkv.OpWrite, vaultkv.ErrUnavailable)
+	f.FailNext(vaultkv.OpWrite, &vaultkv.Error{Op: vaultkv.OpWrite, Path: path, Class: vaultkv.ClassForbidden, Reason: "permission denied"})
+	f.FailNext(vaultkv.OpRead, vaultkv.ErrForbidden)
+
+	_, err1 := f.Write(ctx, path, map[string]any{"a": "1"}, 0)
+	_, err2 := f.Write(ctx, path, map[string]any{"a": "1"}, 0)
+	v, err3 := f.Write(ctx, path, map[string]any{"a": "1"}, 0)
+	got := []string{vaultkv.ClassOf(err1), vaultkv.ClassOf(err2), vaultkv.ClassOf(err3)}
+	if diff := cmp.Diff([]string{"unavailable", "forbidden", "ok"}, got); diff != "" || v != 1 {
+		t.Fatalf("classes (-want +got):\n%s version %d", diff, v)
+	}
+	if _, err := f.Read(ctx, path); !errors.Is(err, vaultkv.ErrForbidden) {
+		t.Fatalf("read: %v", err)
+	}
+	if _, err := f.Read(ctx, path); err != nil {
+		t.Fatalf("second read: %v", err)
+	}
+	calls := map[string]int{}
+	for _, op := range []string{vaultkv.OpRead, vaultkv.OpWrite, vaultkv.OpMark, vaultkv.OpDelete} {
+		calls[op] = f.Calls(op)
+	}
+	if diff := cmp.Diff(map[string]int{"read": 2, "write": 3, "mark": 0, "delete": 0}, calls); diff != "" {
+		t.Fatalf("calls (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,676 @@
+package vaultkv_test
+
+// Tests against a real `vault server -dev` and, for Kubernetes auth, the
+// envtest apiserver, both started by test/harness.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	"github.com/google/go-cmp/cmp"
+	vaultapi "github.com/hashicorp/vault/api"
+
+	"github.com/ohmlab/ohmlab-controller/test/harness"
+	"github.com/ohmlab/ohmlab-controller/vaultkv"
+)
+
+// The control plane is started at the first test that needs it and
+// shared by the package's tests.
+var (
+	cpOnce sync.Once
+	cp     *harness.ControlPlane
+	cpErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if cp != nil {
+		if err := cp.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
+		}
+	}
+	os.Exit(code)
+}
+
+func controlPlane(t *testing.T) *harness.ControlPlane {
+	t.Helper()
+	cpOnce.Do(func() { cp, cpErr = harness.StartControlPlane(harness.Options{}) })
+	if cpErr != nil {
+		t.Fatal(cpErr)
+	}
+	return cp
+}
+
+// recorder captures every log line and error text of a test and fails the
+// test when one carries a registered secret (a value, a JWT, a token).
+type recorder struct {
+	mu      sync.Mutex
+	lines   []string
+	secrets []string
+}
+
+func record(t *testing.T) *recorder {
+	r := &recorder{}
+	t.Cleanup(func() {
+		for _, leak := range r.leaks() {
+			t.Error(leak)
+		}
+	})
+	return r
+}
+
+// leaks describes each recorded line that carries a registered secret,
+// with the secret masked.
+func (r *recorder) leaks() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, line := range r.lines {
+		for _, s := range r.secrets {
+			if strings.Contains(line, s) {
+				out = append(out, fmt.Sprintf("a secret (%d bytes) appears in %q", len(s), strings.ReplaceAll(line, s, "<SECRET>")))
+			}
+		}
+	}
+	return out
+}
+
+func (r *recorder) logger() logr.Logger {
+	return funcr.New(func(prefix, args string) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.lines = append(r.lines, prefix+" "+args)
+	}, funcr.Options{Verbosity: 10})
+}
+
+// err records err's text and returns err.
+func (r *recorder) err(err error) error {
+	if err != nil {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.lines = append(r.lines, err.Error(), fmt.Sprintf("%+v", err), fmt.Sprintf("%#v", err))
+	}
+	return err
+}
+
+func (r *recorder) secret(s string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.secrets = append(r.secrets, s)
+	return s
+}
+
+func (r *recorder) logLines() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.lines...)
+}
+
+func randomSecret() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return "s3cr3t-" + hex.EncodeToString(b)
+}
+
+func newClient(t *testing.T, r *recorder, cfg vaultkv.Config) *vaultkv.Client {
+	t.Helper()
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 2 * time.Second
+	}
+	cfg.Logger = r.logger()
+	c, err := vaultkv.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func rootClient(t *testing.T, r *recorder, v *harness.Vault) *vaultkv.Client {
+	return newClient(t, r, vaultkv.Config{Address: v.Addr, Auth: vaultkv.AuthConfig{Method: vaultkv.MethodToken, Token: harness.VaultRootToken}})
+}
+
+// platformsPolicy is the controller's policy: KV data and metadata under
+// platforms/+/+/* of the ohmlab mount, nothing else.
+const platformsPolicy = `
+path "ohmlab/data/platforms/+/+/*" {
+  capabilities = ["create", "read", "update", "patch", "delete"]
+}
+path "ohmlab/metadata/platforms/+/+/*" {
+  capabilities = ["create", "read", "update", "patch", "delete", "list"]
+}
+`
+
+func writePolicy(t *testing.T, v *harness.Vault) {
+	t.Helper()
+	if err := v.Client.Sys().PutPolicy("ohmlab-platforms", platformsPolicy); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestIntegrationCheckAndSet(t *testing.T) {
+	ctx := context.Background()
+	v := harness.VaultForTest(t)
+	if err := v.Client.Sys().Mount("casreq", &vaultapi.MountInput{Type: "kv", Options: map[string]string{"version": "2"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Client.Logical().Write("casreq/config", map[string]any{"cas_required": true}); err != nil {
+		t.Fatal(err)
+	}
+	// The mount really requires cas: a write without it is refused.
+	if _, err := v.Client.KVv2("casreq").Put(ctx, "probe", map[string]any{"a": "b"}); err == nil || !strings.Contains(err.Error(), "check-and-set parameter required") {
+		t.Fatalf("cas_required is not in force: %v", err)
+	}
+
+	r := record(t)
+	c := rootClient(t, r, v)
+	for _, mount := range []string{"ohmlab", "casreq"} {
+		t.Run(mount, func(t *testing.T) {
+			path := mount + "/platforms/core/keycloak/admin"
+			s1, s2 := r.secret(randomSecret()), r.secret(randomSecret())
+			if s, err := c.Read(ctx, path); err != nil || s.Exists {
+				t.Fatalf("Read of a new path = %+v, %v; want absent", s, err)
+			}
+			steps := []struct {
+				name  string
+				data  map[string]any
+				cas   int
+				want  int
+				class string
+			}{
+				{"create-only", map[string]any{"password": s1}, 0, 1, "ok"},
+				{"create-only again conflicts", map[string]any{"password": s2}, 0, 0, "cas_mismatch"},
+				{"update at the version read", map[string]any{"password": s2, "port": 5432, "nested": map[string]any{"k": s1}}, 1, 2, "ok"},
+				{"stale version conflicts", map[string]any{"password": s1}, 1, 0, "cas_mismatch"},
+			}
+			for _, st := range steps {
+				got, err := c.Write(ctx, path, st.data, st.cas)
+				r.err(err)
+				if got != st.want || vaultkv.ClassOf(err) != st.class {
+					t.Fatalf("%s: Write = %d, %v; want %d, class %s", st.name, got, err, st.want, st.class)
+				}
+				if err != nil && !strings.Contains(err.Error(), "check-and-set parameter did not match the current version") {
+					t.Fatalf("%s: %v lacks Vault's reason", st.name, err)
+				}
+			}
+			s, err := c.Read(ctx, path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := &vaultkv.Secret{Exists: true, Version: 2,
+				Data: map[string]any{"password": s2, "port": json.Number("5432"), "nested": map[string]any{"k": s1}}}
+			if diff := cmp.Diff(want, s); diff != "" {
+				t.Fatalf("Read (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestIntegrationMarkKeepsOthersAndCreatesNoVersion(t *testing.T) {
+	ctx := context.Background()
+	v := harness.VaultForTest(t)
+	r := record(t)
+	c := rootClient(t, r, v)
+	kv := v.Client.KVv2("ohmlab")
+	metadata := func(rest string) (map[string]any, int) {
+		t.Helper()
+		m, err := kv.GetMetadata(ctx, rest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.CustomMetadata, m.CurrentVersion
+	}
+
+	// Someone else's metadata on a path without a version yet.
+	const rest = "platforms/core/keycloak/admin"
+	const path = "ohmlab/" + rest
+	if err := kv.PutMetadata(ctx, rest, vaultapi.KVMetadataPutInput{CustomMetadata: map[string]any{"team": "platform"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Mark(ctx, path, map[string]string{"ohmlab.fr/owner": "ns/a"}); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := c.Read(ctx, path); err != nil || s.Exists {
+		t.Fatalf("Read after a Mark = %+v, %v; want absent (no version)", s, err)
+	}
+	if v, err := c.Write(ctx, path, map[string]any{"password": r.secret(randomSecret())}, 0); err != nil || v != 1 {
+		t.Fatalf("Write = %d, %v", v, err)
+	}
+	if err := c.Mark(ctx, path, map[string]string{"ohmlab.fr/owner": "ns/b", "ohmlab.fr/rotation": "t1"}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Read(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantMD := map[string]string{"team": "platform", "ohmlab.fr/owner": "ns/b", "ohmlab.fr/rotation": "t1"}
+	if diff := cmp.Diff(wantMD, s.CustomMetadata); diff != "" || s.Version != 1 {
+		t.Fatalf("after two Marks: version %d, custom_metadata (-want +got):\n%s", s.Version, diff)
+	}
+	if _, current := metadata(rest); current != 1 {
+		t.Fatalf("current_version %d after Marks, want 1", current)
+	}
+
+	// A path without any metadata: Mark creates it, with no version.
+	const fresh = "platforms/core/grafana/admin"
+	if err := c.Mark(ctx, "ohmlab/"+fresh, map[string]string{"ohmlab.fr/owner": "ns/c"}); err != nil {
+		t.Fatal(err)
+	}
+	if md, current := metadata(fresh); current != 0 || !cmp.Equal(md, map[string]any{"ohmlab.fr/owner": "ns/c"}) {
+		t.Fatalf("fresh path: current_version %d, custom_metadata %v", current, md)
+	}
+
+	// Over Vault's limits: refused before sending, naming the key only.
+	long := r.secret(strings.Repeat("x", 513))
+	err = r.err(c.Mark(ctx, path, map[string]string{"ohmlab.fr/rotation": long}))
+	if !errors.Is(err, vaultkv.ErrInvalid) || !strings.Contains(err.Error(), `"ohmlab.fr/rotation" is 513 bytes`) {
+		t.Fatalf("Mark over the value limit: %v", err)
+	}
+	// What only Vault checks (unprintable characters) comes back as Invalid.
+	bell := r.secret("bell\a" + randomSecret())
+	if err := r.err(c.Mark(ctx, path, map[string]string{"ohmlab.fr/x": bell})); !errors.Is(err, vaultkv.ErrInvalid) {
+		t.Fatalf("Mark of an unprintable value: %v", err)
+	}
+
+	if err := c.Delete(ctx, path); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := c.Read(ctx, path); err != nil || s.Exists {
+		t.Fatalf("Read after Delete = %+v, %v", s, err)
+	}
+	if _, err := kv.GetMetadata(ctx, rest); !errors.Is(err, vaultapi.ErrSecretNotFound) {
+		t.Fatalf("metadata after Delete: %v, want none", err)
+	}
+	if err := c.Delete(ctx, path); err != nil {
+		t.Fatalf("Delete of an absent path: %v", err)
+	}
+}
+
+func TestIntegrationDeletedLatestVersion(t *testing.T) {
+	ctx := context.Background()
+	v := harness.VaultForTest(t)
+	r := record(t)
+	c := rootClient(t, r, v)
+	kv := v.Client.KVv2("ohmlab")
+	const rest = "platforms/core/keycloak/admin"
+	const path = "ohmlab/" + rest
+	for cas := range 2 {
+		if _, err := c.Write(ctx, path, map[string]any{"password": r.secret(randomSecret())}, cas); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Mark(ctx, path, map[string]string{"ohmlab.fr/owner": "ns/a"}); err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name    string
+		delete  func(version int) error
+		version int
+	}{
+		{"soft-deleted", func(int) error { return kv.Delete(ctx, rest) }, 2},
+		{"destroyed", func(version int) error { return kv.Destroy(ctx, rest, []int{version}) }, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.delete(tt.version); err != nil {
+				t.Fatal(err)
+			}
+			s, err := c.Read(ctx, path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := &vaultkv.Secret{Exists: true, Version: tt.version, Deleted: true, CustomMetadata: map[string]string{"ohmlab.fr/owner": "ns/a"}}
+			if diff := cmp.Diff(want, s); diff != "" {
+				t.Fatalf("Read (-want +got):\n%s", diff)
+			}
+			if _, err := c.Write(ctx, path, map[string]any{"password": "x"}, 0); !errors.Is(r.err(err), vaultkv.ErrCASMismatch) {
+				t.Fatalf("cas=0 on a deleted latest version: %v", err)
+			}
+			got, err := c.Write(ctx, path, map[string]any{"password": r.secret(randomSecret())}, tt.version)
+			if err != nil || got != tt.version+1 {
+				t.Fatalf("cas=%d: %d, %v", tt.version, got, err)
+			}
+		})
+	}
+}
+
+func TestIntegrationForbidden(t *testing.T) {
+	ctx := context.Background()
+	v := harness.VaultForTest(t)
+	writePolicy(t, v)
+	tok, err := v.Client.Auth().Token().Create(&vaultapi.TokenCreateRequest{Policies: []string{"ohmlab-platforms"}, NoDefaultPolicy: true, TTL: "1h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := record(t)
+	token := r.secret(tok.Auth.ClientToken)
+	c := newClient(t, r, vaultkv.Config{Address: v.Addr, Auth: vaultkv.AuthConfig{Method: vaultkv.MethodToken, Token: token}})
+
+	inside := "ohmlab/platforms/core/keycloak/admin"
+	if _, err := c.Write(ctx, inside, map[string]any{"password": r.secret(randomSecret())}, 0); err != nil {
+		t.Fatalf("write inside the policy: %v", err)
+	}
+	if err := c.Mark(ctx, inside, map[string]string{"ohmlab.fr/owner": "ns/a"}); err != nil {
+		t.Fatalf("mark inside the policy: %v", err)
+	}
+	if s, err := c.Read(ctx, inside); err != nil || s.Version != 1 {
+		t.Fatalf("read inside the policy: %+v, %v", s, err)
+	}
+
+	ops := []struct {
+		name string
+		call func(path string) error
+	}{
+		{vaultkv.OpRead, func(p string) error { _, err := c.Read(ctx, p); return err }},
+		{vaultkv.OpWrite, func(p string) error {
+			_, err := c.Write(ctx, p, map[string]any{"password": r.secret(randomSecret())}, 0)
+			return err
+		}},
+		{vaultkv.OpMark, func(p string) error { return c.Mark(ctx, p, map[string]string{"ohmlab.fr/owner": "ns/a"}) }},
+		{vaultkv.OpDelete, func(p string) error { return c.Delete(ctx, p) }},
+	}
+	for _, outside := range []string{"ohmlab/apps/core/keycloak/admin", "secret/platforms/core/keycloak/admin", "ohmlab/platforms/core/keycloak"} {
+		for _, op := range ops {
+			t.Run(op.name+" "+outside, func(t *testing.T) {
+				err := r.err(op.call(outside))
+				var e *vaultkv.Error
+				if !errors.As(err, &e) || !errors.Is(err, vaultkv.ErrForbidden) || e.Op != op.name || e.Status != 403 || !strings.Contains(err.Error(), "permission denied") {
+					t.Fatalf("got %v, want forbidden with Vault's reason", err)
+				}
+			})
+		}
+	}
+	if c.Logins() != 1 {
+		t.Fatalf("policy refusals loaded the token again: Logins() = %d", c.Logins())
+	}
+	if err := c.Delete(ctx, inside); err != nil {
+		t.Fatalf("delete inside the policy: %v", err)
+	}
+
+	// A revoked token: loaded again once, retried once, then Forbidden.
+	if err := v.Client.Auth().Token().RevokeTree(token); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Read(ctx, inside)
+	if !errors.Is(r.err(err), vaultkv.ErrForbidden) || !strings.Contains(err.Error(), "invalid token") || c.Logins() != 2 {
+		t.Fatalf("read with a revoked token: %v, Logins() = %d", err, c.Logins())
+	}
+}
+
+func TestIntegrationUnavailable(t *testing.T) {
+	ctx := context.Background()
+	v := harness.VaultForTest(t)
+	r := record(t)
+	const timeout = time.Second
+	c := newClient(t, r, vaultkv.Config{Address: v.Addr, Timeout: timeout,
+		Auth: vaultkv.AuthConfig{Method: vaultkv.MethodToken, Token: harness.VaultRootToken}})
+	const path = "ohmlab/platforms/core/keycloak/admin"
+	if _, err := c.Write(ctx, path, map[string]any{"password": r.secret(randomSecret())}, 0); err != nil {
+		t.Fatal(err)
+	}
+
+	steps := []struct {
+		name      string
+		before    func() error
+		after     func() error
+		max       time.Duration // bound on the Unavailable answer
+		reason    string
+		wantAfter *vaultkv.Secret // what a read gives once the server is back
+	}{
+		{name: "stopped", before: func() error { v.Stop(); return nil }, after: v.Restart,
+			max: 500 * time.Millisecond, reason: "connection refused", wantAfter: &vaultkv.Secret{}},
+		{name: "hung", before: v.Pause, after: v.Resume, max: timeout + time.Second, reason: "deadline exceeded"},
+		{name: "sealed", before: v.Seal, after: v.Unseal, max: 500 * time.Millisecond, reason: "Vault is sealed"},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			if st.name != "stopped" {
+				if _, err := c.Write(ctx, path, map[string]any{"password": r.secret(randomSecret())}, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := st.before(); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			_, err := c.Write(ctx, path, map[string]any{"password": r.secret(randomSecret())}, 1)
+			took := time.Since(start)
+			t.Logf("%s: %v after %v", st.name, r.err(err), took)
+			if !errors.Is(err, vaultkv.ErrUnavailable) || !strings.Contains(err.Error(), st.reason) || took > st.max {
+				t.Fatalf("got %v after %v, want unavailable (%s) within %v", err, took, st.reason, st.max)
+			}
+			if err := st.after(); err != nil {
+				t.Fatal(err)
+			}
+			s, err := c.Read(ctx, path)
+			if err != nil {
+				t.Fatalf("read once the server is back: %v", err)
+			}
+			if st.wantAfter != nil {
+				if diff := cmp.Diff(st.wantAfter, s); diff != "" {
+					t.Fatalf("read once back (-want +got):\n%s", diff)
+				}
+			} else if s.Version < 1 {
+				t.Fatalf("read once back: %+v, want the data kept", s)
+			}
+			// A write that timed out may still have been applied: the hung
+			// server reads it from its socket once resumed.
+			t.Logf("%s: version %d once back", st.name, s.Version)
+			// Each step starts from a fresh path.
+			if err := c.Delete(ctx, path); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// kubernetesSetup enables Kubernetes auth on v against the shared control
+// plane, with the controller's ServiceAccount and the platforms policy,
+// and returns a function writing a TokenRequest token of the given
+// audience to a file.
+func kubernetesSetup(t *testing.T, v *harness.Vault, r *recorder) (tokenFile func(audience string) string) {
+	t.Helper()
+	ctx := context.Background()
+	cp := controlPlane(t)
+	if err := v.EnableKubernetesAuth(ctx, cp); err != nil {
+		t.Fatal(err)
+	}
+	const ns, sa = "ohmlab-system", "ohmlab-controller"
+	if err := cp.EnsureServiceAccount(ctx, ns, sa); err != nil {
+		t.Fatal(err)
+	}
+	writePolicy(t, v)
+	for _, role := range []harness.KubernetesRole{
+		{Name: "ohmlab", ServiceAccount: sa, Namespace: ns, Audience: "vault", Policies: []string{"ohmlab-platforms"}, TTL: 15 * time.Minute},
+		{Name: "ohmlab-short", ServiceAccount: sa, Namespace: ns, Audience: "vault", Policies: []string{"ohmlab-platforms"}, TTL: 6 * time.Second},
+	} {
+		if err := v.WriteKubernetesRole(ctx, role); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	return func(audience string) string {
+		t.Helper()
+		jwt, err := cp.ServiceAccountToken(ctx, ns, sa, audience, 10*time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := filepath.Join(dir, audience)
+		if err := os.WriteFile(f, []byte(r.secret(jwt)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+}
+
+func kubernetesClient(t *testing.T, r *recorder, v *harness.Vault, role, tokenFile string) *vaultkv.Client {
+	return newClient(t, r, vaultkv.Config{Address: v.Addr,
+		Auth: vaultkv.AuthConfig{Method: vaultkv.MethodKubernetes, Role: role, Audience: "vault", TokenFile: tokenFile}})
+}
+
+func TestIntegrationKubernetesAuth(t *testing.T) {
+	ctx := context.Background()
+	v := harness.VaultForTest(t)
+	r := record(t)
+	tokenFile := kubernetesSetup(t, v, r)
+	const path = "ohmlab/platforms/core/keycloak/admin"
+
+	t.Run("audience vault", func(t *testing.T) {
+		c := kubernetesClient(t, r, v, "ohmlab", tokenFile("vault"))
+		if _, err := c.Write(ctx, path, map[string]any{"password": r.secret(randomSecret())}, 0); err != nil {
+			t.Fatal(err)
+		}
+		r.secret(c.TokenForTest())
+		for range 5 {
+			if s, err := c.Read(ctx, path); err != nil || s.Version != 1 {
+				t.Fatalf("Read = %+v, %v", s, err)
+			}
+		}
+		if _, err := c.Read(ctx, "ohmlab/elsewhere/x"); !errors.Is(r.err(err), vaultkv.ErrForbidden) {
+			t.Fatalf("read outside the policy: %v", err)
+		}
+		if c.Logins() != 1 {
+			t.Fatalf("Logins() = %d, want 1", c.Logins())
+		}
+	})
+
+	t.Run("audience other", func(t *testing.T) {
+		c := kubernetesClient(t, r, v, "ohmlab", tokenFile("other"))
+		_, err := c.Read(ctx, path)
+		var e *vaultkv.Error
+		if !errors.As(r.err(err), &e) || !errors.Is(err, vaultkv.ErrForbidden) || e.Op != vaultkv.OpLogin || e.Reason == "" {
+			t.Fatalf("login with audience other: %v, want a forbidden login with Vault's reason", err)
+		}
+		t.Logf("audience other: %v", err)
+		if c.Logins() != 0 {
+			t.Fatalf("Logins() = %d, want 0", c.Logins())
+		}
+	})
+
+	t.Run("short TTL replaced before expiry once per lifetime", func(t *testing.T) {
+		// Tokens live 6 s; the client replaces each at 4 s. Reading without
+		// pause for 7 s crosses one replacement and no expiry.
+		c := kubernetesClient(t, r, v, "ohmlab-short", tokenFile("vault"))
+		start := time.Now()
+		var changes []time.Duration // when Logins() went up
+		tokens := map[string]bool{}
+		for time.Since(start) < 7*time.Second {
+			before := c.Logins()
+			if _, err := c.Read(ctx, path); err != nil {
+				t.Fatalf("read at %v: %v", time.Since(start), r.err(err))
+			}
+			if c.Logins() != before {
+				changes = append(changes, time.Since(start))
+			}
+			tokens[r.secret(c.TokenForTest())] = true
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Logf("logins at %v", changes)
+		if len(changes) != 2 || changes[1] < 3500*time.Millisecond || changes[1] > 5500*time.Millisecond {
+			t.Fatalf("logins at %v, want 2: at the start and about 4 s later, before the 6 s expiry", changes)
+		}
+		if c.Logins() != 2 || len(tokens) != 2 {
+			t.Fatalf("Logins() = %d with %d tokens, want 2", c.Logins(), len(tokens))
+		}
+		for _, line := range r.logLines() {
+			if strings.Contains(line, "rejected") {
+				t.Fatalf("a token was rejected: %s", line)
+			}
+		}
+	})
+}
+
+// TestIntegrationNoSecretsInErrorsOrLogs drives every failure path with
+// secret values, JWTs and Vault tokens around, then searches every error
+// text and log line (at the highest verbosity) for them. The other
+// integration tests run the same search on what they record.
+func TestIntegrationNoSecretsInErrorsOrLogs(t *testing.T) {
+	ctx := context.Background()
+	v := harness.VaultForTest(t)
+	r := record(t)
+	tokenFile := kubernetesSetup(t, v, r)
+	c := kubernetesClient(t, r, v, "ohmlab", tokenFile("vault"))
+	const path = "ohmlab/platforms/core/keycloak/admin"
+	value := func() map[string]any { return map[string]any{"password": r.secret(randomSecret())} }
+
+	if _, err := c.Write(ctx, path, value(), 0); err != nil {
+		t.Fatal(err)
+	}
+	first := r.secret(c.TokenForTest())
+	failures := []struct {
+		name  string
+		call  func() error
+		class string
+	}{
+		{"cas mismatch", func() error { _, err := c.Write(ctx, path, value(), 0); return err }, "cas_mismatch"},
+		{"forbidden write", func() error { _, err := c.Write(ctx, "ohmlab/apps/a/b/c", value(), 0); return err }, "forbidden"},
+		{"metadata over the limit", func() error {
+			return c.Mark(ctx, path, map[string]string{"k": r.secret(strings.Repeat(randomSecret(), 20))})
+		}, "invalid"},
+		{"metadata Vault refuses", func() error {
+			return c.Mark(ctx, path, map[string]string{"k": r.secret("\x00" + randomSecret())})
+		}, "invalid"},
+		{"revoked token: login again, then ok", func() error {
+			if err := v.Client.Auth().Token().RevokeTree(first); err != nil {
+				t.Fatal(err)
+			}
+			_, err := c.Write(ctx, path, value(), 1)
+			r.secret(c.TokenForTest())
+			return err
+		}, "ok"},
+		{"sealed", func() error {
+			if err := v.Seal(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				if err := v.Unseal(); err != nil {
+					t.Fatal(err)
+				}
+			}()
+			_, err := c.Write(ctx, path, value(), 2)
+			return err
+		}, "unavailable"},
+		{"login refused", func() error {
+			_, err := kubernetesClient(t, r, v, "ohmlab", tokenFile("other")).Write(ctx, path, value(), 2)
+			return err
+		}, "forbidden"},
+		{"login to an unknown role", func() error {
+			_, err := kubernetesClient(t, r, v, "nope", tokenFile("vault")).Write(ctx, path, value(), 2)
+			return err
+		}, "invalid"},
+	}
+	for _, f := range failures {
+		if got := vaultkv.ClassOf(r.err(f.call())); got != f.class {
+			t.Errorf("%s: class %s, want %s", f.name, got, f.class)
+		}
+	}
+
+	lines := r.logLines()
+	var logins, rejections int
+	for _, l := range lines {
+		logins += strings.Count(l, "Logged in to Vault")
+		rejections += strings.Count(l, "Vault rejected the client token")
+	}
+	if logins != 2 || rejections != 1 {
+		t.Fatalf("%d login and %d rejection log lines, want 2 and 1: the recorder misses lines", logins, rejections)
+	}
+	r.mu.Lock()
+	n := len(r.secrets)
+	r.mu.Unlock()
+	t.Logf("searched %d lines for %d secrets", len(lines), n)
+	if leaks := r.leaks(); len(leaks) > 0 {
+		t.Fatalf("%d leaks, first: %s", len(leaks), leaks[0])
+	}
+}
