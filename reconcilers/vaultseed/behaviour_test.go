@@ -17,6 +17,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -193,7 +196,9 @@ func TestConcurrentHandWriteDuringReconcileIsKept(t *testing.T) {
 	f.update("app", func(o *ohmlabv1alpha1.VaultSeed) {
 		o.Spec.Data.Raw = []byte(`{"user": "admin", "password": "<random:16>", "extra": "<hex:8>"}`)
 	})
-	obj := f.waitReady("app")
+	// The reconcile that met the conflict reads and plans again at once:
+	// no backoff, no failing state.
+	obj := f.waitReason("app", ohmlabv1alpha1.ReasonReconciled, 3*time.Second)
 	g.Expect(fired.Load()).To(BeTrue(), "the hook ran")
 	g.Expect(handErr).NotTo(HaveOccurred())
 
@@ -207,6 +212,7 @@ func TestConcurrentHandWriteDuringReconcileIsKept(t *testing.T) {
 	g.Expect(f.kv.Counts()["write"]).To(Equal(3), "the creation, the write that met the conflict, the write after it")
 	g.Expect(f.logs.String()).To(ContainSubstring("the path changed while reconciling"))
 	g.Expect(obj.Status.ManagedKeys).NotTo(ContainElement("handKey"), "a key written by somebody else is not managed")
+	g.Consistently(func() []eventsv1.Event { return warnings(f.seedEvents("app")) }).WithTimeout(time.Second).Should(BeEmpty())
 }
 
 func TestRotationWritesOneVersionPerToken(t *testing.T) {
@@ -672,6 +678,50 @@ func TestEventsNameWritesAndFailingStatesWithoutValues(t *testing.T) {
 	for _, p := range []string{src, dst, legacy} {
 		assertNoValueEmitted(t, f, readPath(t, p).Data)
 	}
+}
+
+// kstatus computes the kstatus of the object as the API server holds it.
+func (f *fixture) kstatus(name string) status.Status {
+	f.t.Helper()
+	g := NewWithT(f.t)
+	obj := f.get(name)
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	g.Expect(err).NotTo(HaveOccurred())
+	un := &unstructured.Unstructured{Object: u}
+	un.SetGroupVersionKind(ohmlabv1alpha1.GroupVersion.WithKind("VaultSeed"))
+	res, err := status.Compute(un)
+	g.Expect(err).NotTo(HaveOccurred())
+	return res.Status
+}
+
+func TestKstatusComputeOnRealObjects(t *testing.T) {
+	g := NewWithT(t)
+	f := startController(t, controllerOptions{})
+	src, dst, invalid := f.path("keycloak"), f.path("grafana"), f.path("invalid")
+
+	// Reconciling (RefPending): InProgress.
+	f.create(f.seed("grafana", dst, `{"keycloakPassword": "<ref:`+src+`#admin.password>"}`))
+	f.waitReason("grafana", ohmlabv1alpha1.ReasonRefPending, 10*time.Second)
+	g.Expect(f.kstatus("grafana")).To(Equal(status.InProgressStatus))
+	g.Expect(condition(f.get("grafana"), ohmlabv1alpha1.ConditionReconciling)).NotTo(BeNil(), "InProgress while Reconciling")
+
+	// Stalled (InvalidSpec, and Forbidden for a Delete that is not allowed): Failed.
+	f.create(f.seed("invalid", invalid, `{"a.b": "x"}`))
+	f.waitReason("invalid", ohmlabv1alpha1.ReasonInvalidSpec, 10*time.Second)
+	g.Expect(f.kstatus("invalid")).To(Equal(status.FailedStatus))
+	del := f.seed("delete", f.path("delete"), `{"x": "y"}`)
+	del.Spec.DeletionPolicy = ohmlabv1alpha1.DeletionPolicyDelete
+	f.create(del)
+	f.waitReason("delete", ohmlabv1alpha1.ReasonForbidden, 10*time.Second)
+	g.Expect(f.kstatus("delete")).To(Equal(status.FailedStatus))
+
+	// Ready: Current, for the source and for the dependent it unblocks.
+	f.create(f.seed("keycloak", src, `{"admin": {"password": "<random:24>"}}`))
+	f.waitReady("keycloak")
+	f.waitReady("grafana")
+	g.Expect(f.kstatus("keycloak")).To(Equal(status.CurrentStatus))
+	g.Expect(f.kstatus("grafana")).To(Equal(status.CurrentStatus))
+
 }
 
 func warnings(events []eventsv1.Event) []eventsv1.Event {
