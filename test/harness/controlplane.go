@@ -86,6 +86,10 @@ func StartControlPlane(opts Options) (*ControlPlane, error) {
 		*opts.Webhooks = env.WebhookInstallOptions
 	}
 	cp := &ControlPlane{Env: env, Config: cfg, Scheme: scheme}
+	if err := reapChildrenOnExit(assets); err != nil {
+		_ = cp.Stop()
+		return nil, err
+	}
 	if err := cp.finish(); err != nil {
 		_ = cp.Stop()
 		return nil, err
