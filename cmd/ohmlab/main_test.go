@@ -196,14 +196,25 @@ func TestValidateInputs(t *testing.T) {
 				"-:vo/b: spec.path: path ohmlab/x is also declared by vo/a\n"},
 		},
 		{
-			name:  "documents that cannot be analysed",
-			stdin: vaultSeed("a", "  path: 42\n") + "---\n" + vaultSeed("", "  path: ohmlab/b\n") + "---\napiVersion: ohmlab.fr/v1\nkind: VaultSeed\nmetadata: {name: c, namespace: vo}\nspec: {path: ohmlab/c}\n---\n" + vaultSeed("d", "  path: ohmlab/d\n  data:\n    k: <uuid>\n  deletionPolicy: [Delete]\n") + "---\n" + vaultSeed("e", "  path: ohmlab/e\n  data: "+secret+"\n"),
-			args:  []string{"validate", "-"},
+			name: "documents that cannot be analysed",
+			stdin: strings.Join([]string{
+				vaultSeed("a", "  path: 42\n"),
+				vaultSeed("", "  path: ohmlab/b\n"),
+				"apiVersion: ohmlab.fr/v1\nkind: VaultSeed\nmetadata: {name: c, namespace: vo}\nspec: {path: ohmlab/c}\n",
+				vaultSeed("d", "  path: ohmlab/d\n  data:\n    k: <uuid>\n  deletionPolicy: [Delete]\n"),
+				vaultSeed("e", "  path: ohmlab/e\n  data: "+secret+"\n"),
+				vaultSeed("f", "  path: ohmlab/f\n  dta: {k: <uuid>}\n  rotate: {token: \"1\", Keys: [k]}\n"),
+				"apiVersion: ohmlab.fr/v1alpha1\nkind: VaultSeed\nmetadata: {name: g, namespace: vo, creationTimestamp: yesterday}\nspec: {path: ohmlab/g}\n",
+			}, "---\n"),
+			args: []string{"validate", "-"},
 			want: result{Code: exitInvalid, Stdout: "-:vo/a: spec.path: must be a string, not a JSON number\n" +
 				"-:vo/: metadata.name: is empty: kubectl apply needs a name\n" +
 				"-:vo/c: apiVersion: ohmlab.fr/v1 is not a version this ohmlab knows: use ohmlab.fr/v1alpha1\n" +
 				"-:vo/d: spec.deletionPolicy: must be a string, not a JSON array\n" +
-				"-:vo/e: spec.data: spec.data is not an object\n"},
+				"-:vo/e: spec.data: spec.data is not an object\n" +
+				"-:vo/f: spec.dta: is not a field of VaultSeed (field names are case-sensitive): kubectl apply refuses it\n" +
+				"-:vo/f: spec.rotate.Keys: is not a field of VaultSeed (field names are case-sensitive): kubectl apply refuses it\n" +
+				"-:vo/g: metadata: cannot be read as a VaultSeed: parsing time \"yesterday\" as \"2006-01-02T15:04:05Z07:00\": cannot parse \"yesterday\" as \"2006\"\n"},
 		},
 		{
 			name:  "warnings go to stderr and do not fail",

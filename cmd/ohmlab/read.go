@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
@@ -220,19 +221,37 @@ func jsonString(raw json.RawMessage) string {
 	return s
 }
 
-// decodeSeed decodes one VaultSeed document. A field of the wrong type, a
-// missing name or an unknown version is a problem of the object.
+// decodeSeed decodes one VaultSeed document. What kubectl apply would
+// refuse (a field the kind does not have, matched case-sensitively as the
+// API server does, or a field of the wrong type), a missing name and an
+// unknown version are problems of the object.
 func decodeSeed(file string, line int, apiVersion string, j []byte) object {
 	o := object{File: file, Line: line, Seed: &ohmlabv1alpha1.VaultSeed{}}
+	strictErrs, _ := kjson.UnmarshalStrict(j, &ohmlabv1alpha1.VaultSeed{}, kjson.DisallowUnknownFields)
+	for _, err := range strictErrs {
+		var fe kjson.FieldError
+		if errors.As(err, &fe) {
+			o.Problems = append(o.Problems, validate.Problem{Reason: templating.ReasonInvalidSpec, Key: fe.FieldPath(),
+				Message: "is not a field of VaultSeed (field names are case-sensitive): kubectl apply refuses it"})
+		}
+	}
 	err := json.Unmarshal(j, o.Seed)
 	var typeErr *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &typeErr):
 		o.Problems = append(o.Problems, validate.Problem{Reason: templating.ReasonInvalidSpec, Key: typeErr.Field,
 			Message: fmt.Sprintf("must be %s, not a JSON %s", jsonKind(typeErr.Type), typeErr.Value)})
-	case err != nil:
+	case err != nil: // a timestamp of metadata that does not parse: decoding stopped there
 		o.Problems = append(o.Problems, validate.Problem{Reason: templating.ReasonInvalidSpec, Key: "metadata",
 			Message: "cannot be read as a VaultSeed: " + err.Error()})
+		var id struct {
+			Metadata struct {
+				Name      string `json:"name"`
+				Namespace string `json:"namespace"`
+			} `json:"metadata"`
+		}
+		_ = kjson.UnmarshalCaseSensitivePreserveInts(j, &id)
+		o.Seed.Name, o.Seed.Namespace = id.Metadata.Name, id.Metadata.Namespace
 	}
 	if apiVersion != ohmlabv1alpha1.GroupVersion.String() {
 		o.Problems = append(o.Problems, validate.Problem{Reason: templating.ReasonInvalidSpec, Key: "apiVersion",

@@ -20,11 +20,17 @@ import (
 
 // Key paths of the problems that are not about one key of spec.data.
 const (
-	KeyPath   = "spec.path"
-	KeyData   = "spec.data"
+	// KeyPath: an invalid or changed path, another object on it, a
+	// reference cycle through it.
+	KeyPath = "spec.path"
+	// KeyData: data that is not a map, an empty key name at its top.
+	KeyData = "spec.data"
+	// KeyRotate: a rotate block that regenerates nothing (a warning).
 	KeyRotate = "spec.rotate"
-	KeyToken  = "spec.rotate.token"
-	KeyName   = "metadata.name"
+	// KeyToken: an empty rotation token.
+	KeyToken = "spec.rotate.token"
+	// KeyName: a namespace/name given more than once, or no name.
+	KeyName = "metadata.name"
 )
 
 // Problem is one reason to refuse an object, or one warning about it.
@@ -73,8 +79,9 @@ func (v Verdict) Message() string {
 // Set returns the verdict on each object of objs, analysed together: the
 // problems of each object alone, plus two objects on one path, a
 // namespace/name given more than once, and reference cycles between the
-// objects' paths. out[i] is the verdict on objs[i]. The CLI passes every
-// object it read.
+// objects' paths. out[i] is the verdict on objs[i]; copies of one
+// namespace/name each get the problems of their own path. The CLI passes
+// every object it read.
 func Set(objs []*ohmlabv1alpha1.VaultSeed) []Verdict {
 	out := make([]Verdict, len(objs))
 	tobjs := make([]templating.Object, len(objs))
@@ -90,8 +97,30 @@ func Set(objs []*ohmlabv1alpha1.VaultSeed) []Verdict {
 		byID[id] = append(byID[id], i)
 	}
 	for _, p := range templating.AnalyseSet(tobjs) {
-		for _, i := range byID[p.Object] {
-			out[i].Problems = append(out[i].Problems, fromTemplating(p))
+		if ids := byID[p.Object]; len(ids) == 1 || p.Reason == templating.ReasonDuplicateName {
+			for _, i := range ids {
+				out[i].Problems = append(out[i].Problems, fromTemplating(p))
+			}
+		}
+	}
+	// A repeated namespace/name does not say which copy another problem is
+	// about: analyse each copy again without its twins.
+	for id, ids := range byID {
+		if len(ids) == 1 {
+			continue
+		}
+		for _, i := range ids {
+			var rest []templating.Object
+			for j, o := range tobjs {
+				if j == i || ID(objs[j]) != id {
+					rest = append(rest, o)
+				}
+			}
+			for _, p := range templating.AnalyseSet(rest) {
+				if p.Object == id {
+					out[i].Problems = append(out[i].Problems, fromTemplating(p))
+				}
+			}
 		}
 	}
 	for i := range out {

@@ -1,0 +1,207 @@
+package validate_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+	"github.com/ohmlab/ohmlab-controller/internal/validate"
+)
+
+// secret is a plain value that must never appear in a message.
+const secret = "s3cr3t-typed-by-hand"
+
+func seed(name, path, data string) *ohmlabv1alpha1.VaultSeed {
+	s := &ohmlabv1alpha1.VaultSeed{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "vo", Name: name},
+		Spec:       ohmlabv1alpha1.VaultSeedSpec{Path: path},
+	}
+	if data != "" {
+		s.Spec.Data = &apiextensionsv1.JSON{Raw: []byte(data)}
+	}
+	return s
+}
+
+func withRotate(s *ohmlabv1alpha1.VaultSeed, token string, keys ...string) *ohmlabv1alpha1.VaultSeed {
+	s.Spec.Rotate = &ohmlabv1alpha1.Rotation{Token: token, Keys: keys}
+	return s
+}
+
+// keys sums a verdict up as "<key> <reason>" per problem and "<key>
+// warning" per warning.
+func keys(v validate.Verdict) []string {
+	var out []string
+	for _, p := range v.Problems {
+		out = append(out, p.Key+" "+p.Reason)
+	}
+	for _, w := range v.Warnings {
+		out = append(out, w.Key+" warning")
+	}
+	return out
+}
+
+func noSecret(t *testing.T, vs ...validate.Verdict) {
+	t.Helper()
+	for _, v := range vs {
+		for _, p := range append(v.Problems, v.Warnings...) {
+			if strings.Contains(p.String(), secret) {
+				t.Errorf("a message holds a value: %s", p)
+			}
+		}
+	}
+}
+
+func TestSet(t *testing.T) {
+	tests := []struct {
+		name string
+		objs []*ohmlabv1alpha1.VaultSeed
+		want [][]string
+	}{
+		{
+			name: "a valid object",
+			objs: []*ohmlabv1alpha1.VaultSeed{seed("a", "ohmlab/a", `{"admin":{"user":"`+secret+`","password":"<random:24>","hash":"<bcrypt:admin.password>"}}`)},
+			want: [][]string{nil},
+		},
+		{
+			name: "problems of one object are named by their data key",
+			objs: []*ohmlabv1alpha1.VaultSeed{withRotate(seed("a", "ohmlab/a", `{"a.b":"x","l":[1],"n":null,"t":"<random:0>","h":"<bcrypt:nope>","p":"`+secret+`"}`), "1", "p")},
+			want: [][]string{{"a.b InvalidSpec", "h InvalidSpec", "l InvalidSpec", "n InvalidSpec", "p InvalidRotation", "t InvalidSpec"}},
+		},
+		{
+			name: "problems not about one key are named by their field",
+			objs: []*ohmlabv1alpha1.VaultSeed{
+				withRotate(seed("a", "nomount", `{"":"x"}`), ""),
+				seed("b", "ohmlab/b", `"a string"`),
+			},
+			want: [][]string{
+				{"spec.data InvalidSpec", "spec.path InvalidSpec", "spec.rotate.token InvalidRotation", "spec.rotate warning"},
+				{"spec.data InvalidSpec"},
+			},
+		},
+		{
+			name: "two objects on one path and a repeated name",
+			objs: []*ohmlabv1alpha1.VaultSeed{seed("a", "ohmlab/x", ""), seed("b", "ohmlab/x", ""), seed("a", "ohmlab/y", "")},
+			want: [][]string{
+				{"metadata.name DuplicateName", "spec.path DuplicatePath"},
+				{"spec.path DuplicatePath"},
+				{"metadata.name DuplicateName"},
+			},
+		},
+		{
+			name: "a reference ring is reported on every object of the ring only",
+			objs: []*ohmlabv1alpha1.VaultSeed{
+				seed("a", "ohmlab/a", `{"k":"<ref:ohmlab/b#k>"}`),
+				seed("b", "ohmlab/b", `{"k":"<ref:ohmlab/a#k>"}`),
+				seed("c", "ohmlab/c", `{"k":"<ref:ohmlab/a#k>"}`),
+			},
+			want: [][]string{{"spec.path RefCycle"}, {"spec.path RefCycle"}, nil},
+		},
+		{
+			name: "a rotate block without keys on an object with no generated key is a warning",
+			objs: []*ohmlabv1alpha1.VaultSeed{
+				withRotate(seed("a", "ohmlab/a", `{"p":"`+secret+`"}`), "1"),
+				withRotate(seed("b", "ohmlab/b", `{"p":"<uuid>"}`), "1"),
+			},
+			want: [][]string{{"spec.rotate warning"}, nil},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			vs := validate.Set(tt.objs)
+			var got [][]string
+			for _, v := range vs {
+				got = append(got, keys(v))
+				if v.Valid() != (len(v.Problems) == 0) {
+					t.Errorf("Valid() = %v with %d problems", v.Valid(), len(v.Problems))
+				}
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("verdicts (-want +got):\n%s", diff)
+			}
+			noSecret(t, vs...)
+		})
+	}
+}
+
+func TestSeed(t *testing.T) {
+	tests := []struct {
+		name      string
+		seed, old *ohmlabv1alpha1.VaultSeed
+		others    []*ohmlabv1alpha1.VaultSeed
+		want      validate.Verdict
+	}{
+		{
+			name: "create: the verdict of the set on the object",
+			seed: seed("b", "ohmlab/x", `{"k":"<ref:ohmlab/y#k>"}`),
+			others: []*ohmlabv1alpha1.VaultSeed{
+				seed("a", "ohmlab/x", ""),
+				seed("c", "ohmlab/y", `{"k":"<ref:ohmlab/x#k>"}`),
+			},
+			want: validate.Verdict{Problems: []validate.Problem{
+				{Reason: "DuplicatePath", Key: "spec.path", Message: "path ohmlab/x is also declared by vo/a"},
+				{Reason: "RefCycle", Key: "spec.path", Message: "reference cycle: ohmlab/x -> ohmlab/y -> ohmlab/x"},
+			}},
+		},
+		{
+			name: "update: spec.path is immutable",
+			seed: seed("a", "ohmlab/new", ""),
+			old:  seed("a", "ohmlab/old", ""),
+			want: validate.Verdict{Problems: []validate.Problem{{Reason: "InvalidSpec", Key: "spec.path",
+				Message: "changed from ohmlab/old to ohmlab/new: spec.path is immutable, delete the object and create another"}}},
+		},
+		{
+			name: "update: changed plain values and templates are warnings, references and derived keys are not",
+			seed: seed("a", "ohmlab/a", `{"p":"`+secret+`2","r":"<random:32>","ref":"<ref:ohmlab/b#y>","h":"<bcrypt:r>","same":"<uuid>","new":"<uuid>"}`),
+			old:  seed("a", "ohmlab/a", `{"p":"`+secret+`","r":"<random:24>","ref":"<ref:ohmlab/b#x>","h":"<bcrypt:p>","same":"<uuid>"}`),
+			want: validate.Verdict{Warnings: []validate.Problem{
+				{Key: "p", Message: "the declared value changed, but the controller seeds once and keeps the value already on the path: change it in Vault"},
+				{Key: "r", Message: "now declared as <random:32>, but the controller seeds once and keeps the value already on the path: list the key in rotate.keys and change rotate.token to regenerate it"},
+			}},
+		},
+		{
+			name: "update: a changed template rotated by a new token is no warning",
+			seed: withRotate(seed("a", "ohmlab/a", `{"r":"<random:32>","s":"<hex:8>"}`), "2", "r"),
+			old:  withRotate(seed("a", "ohmlab/a", `{"r":"<random:24>","s":"<hex:4>"}`), "1", "r"),
+			want: validate.Verdict{Warnings: []validate.Problem{
+				{Key: "s", Message: "now declared as <hex:8>, but the controller seeds once and keeps the value already on the path: list the key in rotate.keys and change rotate.token to regenerate it"},
+			}},
+		},
+		{
+			name: "update: the same token rotates nothing",
+			seed: withRotate(seed("a", "ohmlab/a", `{"r":"<random:32>"}`), "1"),
+			old:  withRotate(seed("a", "ohmlab/a", `{"r":"<random:24>"}`), "1"),
+			want: validate.Verdict{Warnings: []validate.Problem{
+				{Key: "r", Message: "now declared as <random:32>, but the controller seeds once and keeps the value already on the path: list the key in rotate.keys and change rotate.token to regenerate it"},
+			}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := validate.Seed(tt.seed, tt.old, tt.others)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("verdict (-want +got):\n%s", diff)
+			}
+			noSecret(t, got)
+			if tt.old == nil {
+				all := validate.Set(append([]*ohmlabv1alpha1.VaultSeed{tt.seed}, tt.others...))
+				if diff := cmp.Diff(all[0], got); diff != "" {
+					t.Errorf("Seed differs from Set on the object (-set +seed):\n%s", diff)
+				}
+			}
+		})
+	}
+}
+
+func TestVerdictMessage(t *testing.T) {
+	v := validate.Verdict{Problems: []validate.Problem{
+		{Reason: "InvalidSpec", Key: "a", Message: "first"},
+		{Reason: "InvalidSpec", Key: "b", Message: "second"},
+	}}
+	if got, want := v.Message(), "a: first; b: second"; got != want {
+		t.Errorf("Message() = %q, want %q", got, want)
+	}
+}

@@ -1,0 +1,257 @@
+package webhooks_test
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+	"github.com/ohmlab/ohmlab-controller/internal/seeds"
+	"github.com/ohmlab/ohmlab-controller/test/harness"
+	"github.com/ohmlab/ohmlab-controller/webhooks"
+)
+
+// kubectl runs the built kubectl against the control plane, with stdin,
+// and returns its combined output.
+type kubectl struct {
+	bin, kubeconfig string
+}
+
+func (k kubectl) run(ctx context.Context, stdin string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, k.bin, append([]string{"--kubeconfig", k.kubeconfig}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func (k kubectl) apply(ctx context.Context, manifest string) (string, error) {
+	return k.run(ctx, manifest, "apply", "-f", "-")
+}
+
+// manifest writes one VaultSeed; spec is YAML indented by four spaces.
+func manifest(namespace, name, spec string) string {
+	return fmt.Sprintf("apiVersion: ohmlab.fr/v1alpha1\nkind: VaultSeed\nmetadata:\n  name: %s\n  namespace: %s\nspec:\n%s", name, namespace, spec)
+}
+
+// TestAdmission runs the webhook against a real API server: the
+// ValidatingWebhookConfiguration controller-gen writes into config/webhook,
+// installed by envtest, calls a manager's webhook server, and kubectl
+// applies the objects.
+func TestAdmission(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	const secret = "s3cr3t-typed-by-hand"
+	const elsewhere = "elsewhere"
+	cp := harness.ControlPlaneForTest(t, harness.Options{})
+	bin, err := harness.Bin("k8s/kubectl")
+	g.Expect(err).NotTo(HaveOccurred())
+	k := kubectl{bin: bin, kubeconfig: cp.Kubeconfig}
+	g.Expect(cp.EnsureNamespace(ctx, ns)).To(Succeed())
+	g.Expect(cp.EnsureNamespace(ctx, elsewhere)).To(Succeed())
+
+	// Before the webhook exists: an invalid object that carries the
+	// controller's finalizer.
+	legacy := seed("legacy", "ohmlab/platforms/test/core/legacy", `{"a.b":"x"}`)
+	legacy.Finalizers = []string{ohmlabv1alpha1.Finalizer}
+	g.Expect(cp.Client.Create(ctx, legacy)).To(Succeed())
+
+	install := &envtest.WebhookInstallOptions{Paths: []string{filepath.Join(harness.RepoRoot(), "config", "webhook")}}
+	g.Expect(install.Install(cp.Config)).To(Succeed())
+	t.Cleanup(func() { _ = install.Cleanup() })
+
+	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
+		Scheme:                 cp.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  ctrlcache.Options{DefaultNamespaces: map[string]ctrlcache.Config{ns: {}}},
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Host: install.LocalServingHost, Port: install.LocalServingPort, CertDir: install.LocalServingCertDir,
+		}),
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(seeds.IndexFields(ctx, mgr)).To(Succeed())
+	g.Expect(webhooks.SetupWithManager(mgr, []string{ns})).To(Succeed())
+	mgrCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mgrCtx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+
+	valid := manifest(ns, "a", "    path: ohmlab/platforms/test/core/a\n    data:\n      admin:\n        password: \"<random:24>\"\n        hash: \"<bcrypt:admin.password>\"\n      k: \"<random:8>\"\n")
+	g.Eventually(func() (string, error) {
+		return k.run(ctx, valid, "apply", "--dry-run=server", "-f", "-")
+	}, time.Minute, 200*time.Millisecond).Should(ContainSubstring("(server dry run)"), "the webhook server answers")
+
+	// cached waits until the manager's cache holds n objects on path, so
+	// that the webhook sees them.
+	cached := func(g Gomega, path string, n int) {
+		g.Eventually(func() (int, error) {
+			var list ohmlabv1alpha1.VaultSeedList
+			err := mgr.GetCache().List(ctx, &list, client.MatchingFields{seeds.IndexPath: path})
+			return len(list.Items), err
+		}, 10*time.Second, 50*time.Millisecond).Should(Equal(n))
+	}
+
+	t.Run("each kind of bad object is refused at once with a message naming the key", func(t *testing.T) {
+		tests := []struct {
+			name     string
+			data     string
+			rotate   string
+			wantKeys []string
+		}{
+			{name: "malformed template", data: "admin:\n  password: \"<random:0>\"", wantKeys: []string{"admin.password"}},
+			{name: "unknown template", data: "admin:\n  password: \"<Random:8>\"", wantKeys: []string{"admin.password"}},
+			{name: "key name with a dot", data: "\"admin.password\": \"<random:8>\"", wantKeys: []string{"admin.password"}},
+			{name: "empty key name", data: "admin:\n  \"\": x", wantKeys: []string{"admin"}},
+			{name: "list leaf", data: "hosts: [a, b]", wantKeys: []string{"hosts"}},
+			{name: "bcrypt of an undeclared key", data: "hash: \"<bcrypt:admin.password>\"", wantKeys: []string{"hash"}},
+			{name: "bcrypt of a map", data: "admin:\n  password: x\nhash: \"<bcrypt:admin>\"", wantKeys: []string{"hash"}},
+			{name: "bcrypt of a value longer than 72 bytes", data: "p: \"<random:100>\"\nhash: \"<bcrypt:p>\"", wantKeys: []string{"hash"}},
+			{name: "age public without secret", data: "pub: \"<age:public>\"", wantKeys: []string{"pub"}},
+			{name: "two age secrets", data: "s1: \"<age:secret>\"\ns2: \"<age:secret>\"", wantKeys: []string{"s1", "s2"}},
+			{name: "cycle of keys within the path", data: "a: \"<ref:ohmlab/platforms/test/core/bad#b>\"\nb: \"<ref:ohmlab/platforms/test/core/bad#a>\"", wantKeys: []string{"a", "b"}},
+			{name: "rotation key not declared", data: "p: \"<random:8>\"", rotate: "token: \"1\"\nkeys: [q]", wantKeys: []string{"q"}},
+			{name: "rotation key not generated", data: "p: " + secret, rotate: "token: \"1\"\nkeys: [p]", wantKeys: []string{"p"}},
+			{name: "several problems in one message", data: "a.b: x\nt: \"<hex:3>\"\nl: [1]", wantKeys: []string{"a.b", "l", "t"}},
+		}
+		for i, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				g := NewWithT(t)
+				name := fmt.Sprintf("bad-%d", i)
+				spec := "path: ohmlab/platforms/test/core/" + name + "\ndata:\n" + indent(strings.ReplaceAll(tt.data, "core/bad#", "core/"+name+"#"), "  ")
+				if tt.rotate != "" {
+					spec += "rotate:\n" + indent(tt.rotate, "  ")
+				}
+				out, err := k.apply(ctx, manifest(ns, name, indent(spec, "    ")))
+				g.Expect(err).To(HaveOccurred(), out)
+				_, denial, found := strings.Cut(out, `admission webhook "vvaultseed.ohmlab.fr" denied the request: `)
+				g.Expect(found).To(BeTrue(), out)
+				for _, key := range tt.wantKeys {
+					g.Expect(denial).To(ContainSubstring(key + ": "))
+				}
+				g.Expect(denial).NotTo(ContainSubstring(secret))
+			})
+		}
+	})
+
+	t.Run("a null leaf is refused when sent; kubectl apply drops it before sending", func(t *testing.T) {
+		g := NewWithT(t)
+		s := seed("nullleaf", "ohmlab/platforms/test/core/nullleaf", `{"webhook":null,"k":"<random:8>"}`)
+		g.Expect(cp.Client.Create(ctx, s)).To(MatchError(ContainSubstring(`denied the request: webhook: null is not a value`)))
+
+		out, err := k.apply(ctx, manifest(ns, "nullleaf", "    path: ohmlab/platforms/test/core/nullleaf\n    data:\n      webhook: null\n      k: \"<random:8>\"\n"))
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		got := &ohmlabv1alpha1.VaultSeed{}
+		g.Expect(cp.Client.Get(ctx, client.ObjectKeyFromObject(s), got)).To(Succeed())
+		g.Expect(string(got.Spec.Data.Raw)).To(MatchJSON(`{"k":"<random:8>"}`))
+	})
+
+	t.Run("a valid object is admitted, a surprising one with a warning", func(t *testing.T) {
+		g := NewWithT(t)
+		out, err := k.apply(ctx, valid)
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(out).To(ContainSubstring("vaultseed.ohmlab.fr/a created"))
+		g.Expect(out).NotTo(ContainSubstring("Warning"))
+
+		out, err = k.apply(ctx, manifest(ns, "plain", "    path: ohmlab/platforms/test/core/plain\n    data:\n      webhook: \"\"\n    rotate:\n      token: \"1\"\n"))
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(out).To(ContainSubstring("Warning: spec.rotate: rotate has no keys and data declares no generated key"))
+	})
+
+	t.Run("a second object on the same path is refused", func(t *testing.T) {
+		g := NewWithT(t)
+		cached(g, "ohmlab/platforms/test/core/a", 1)
+		out, err := k.apply(ctx, manifest(ns, "a2", "    path: ohmlab/platforms/test/core/a\n"))
+		g.Expect(err).To(HaveOccurred(), out)
+		g.Expect(out).To(ContainSubstring("spec.path: path ohmlab/platforms/test/core/a is also declared by vault-operator-system/a"))
+	})
+
+	t.Run("an object closing a reference ring is refused", func(t *testing.T) {
+		g := NewWithT(t)
+		for _, m := range []string{
+			manifest(ns, "r1", "    path: ohmlab/platforms/test/core/r1\n    data:\n      k: \"<ref:ohmlab/platforms/test/core/r2#k>\"\n"),
+			manifest(ns, "r2", "    path: ohmlab/platforms/test/core/r2\n    data:\n      k: \"<ref:ohmlab/platforms/test/core/r3#k>\"\n"),
+		} {
+			out, err := k.apply(ctx, m)
+			g.Expect(err).NotTo(HaveOccurred(), out)
+		}
+		cached(g, "ohmlab/platforms/test/core/r1", 1)
+		cached(g, "ohmlab/platforms/test/core/r2", 1)
+		out, err := k.apply(ctx, manifest(ns, "r3", "    path: ohmlab/platforms/test/core/r3\n    data:\n      k: \"<ref:ohmlab/platforms/test/core/r1#k>\"\n"))
+		g.Expect(err).To(HaveOccurred(), out)
+		g.Expect(out).To(ContainSubstring("spec.path: reference cycle: ohmlab/platforms/test/core/r1 -> ohmlab/platforms/test/core/r2 -> ohmlab/platforms/test/core/r3 -> ohmlab/platforms/test/core/r1"))
+	})
+
+	t.Run("changing spec.path is refused", func(t *testing.T) {
+		g := NewWithT(t)
+		out, err := k.apply(ctx, manifest(ns, "a", "    path: ohmlab/platforms/test/core/moved\n"))
+		g.Expect(err).To(HaveOccurred(), out)
+		g.Expect(out).To(ContainSubstring("spec.path is immutable"))
+	})
+
+	t.Run("a changed template is admitted with a warning", func(t *testing.T) {
+		g := NewWithT(t)
+		out, err := k.apply(ctx, strings.Replace(valid, "<random:8>", "<random:16>", 1))
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(out).To(ContainSubstring("Warning: k: now declared as <random:16>, but the controller seeds once"))
+	})
+
+	t.Run("an object outside the watched namespaces is not analysed", func(t *testing.T) {
+		g := NewWithT(t)
+		out, err := k.apply(ctx, manifest(elsewhere, "bad", "    path: ohmlab/platforms/test/core/bad\n    data:\n      a.b: x\n"))
+		g.Expect(err).NotTo(HaveOccurred(), out)
+	})
+
+	t.Run("an object created while the webhook was absent can be updated in metadata and status, and deleted", func(t *testing.T) {
+		g := NewWithT(t)
+		out, err := k.run(ctx, "", "-n", ns, "patch", "vaultseed", "legacy", "--type", "merge", "-p", `{"spec":{"prune":true}}`)
+		g.Expect(err).To(HaveOccurred(), out)
+		g.Expect(out).To(ContainSubstring(`a.b: key name "a.b" contains a dot`), "a spec change is analysed")
+
+		out, err = k.run(ctx, "", "-n", ns, "label", "vaultseed", "legacy", "team=core")
+		g.Expect(err).NotTo(HaveOccurred(), out)
+
+		got := &ohmlabv1alpha1.VaultSeed{}
+		g.Expect(cp.Client.Get(ctx, client.ObjectKeyFromObject(legacy), got)).To(Succeed())
+		got.Status.Conditions = []metav1.Condition{{Type: ohmlabv1alpha1.ConditionReady, Status: metav1.ConditionFalse,
+			Reason: ohmlabv1alpha1.ReasonInvalidSpec, Message: "a.b: key name contains a dot", LastTransitionTime: metav1.Now()}}
+		g.Expect(cp.Client.Status().Update(ctx, got)).To(Succeed())
+
+		out, err = k.run(ctx, "", "-n", ns, "delete", "vaultseed", "legacy", "--wait=false")
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		out, err = k.run(ctx, "", "-n", ns, "patch", "vaultseed", "legacy", "--type", "merge", "-p", `{"metadata":{"finalizers":null}}`)
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Eventually(func() error {
+			err := cp.Client.Get(ctx, client.ObjectKeyFromObject(legacy), &ohmlabv1alpha1.VaultSeed{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("the object is still there (%v)", err)
+		}, 10*time.Second, 100*time.Millisecond).Should(Succeed())
+	})
+}
+
+// indent prefixes every line of s and ends it with a newline.
+func indent(s, prefix string) string {
+	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	return prefix + strings.Join(lines, "\n"+prefix) + "\n"
+}

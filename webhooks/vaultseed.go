@@ -1,0 +1,151 @@
+// Package webhooks holds the VaultSeed validating admission webhook: it
+// refuses, at `kubectl apply` time, what the controller would report as
+// Stalled ten minutes later, with the verdict `ohmlab validate` gives before
+// merge (internal/validate).
+package webhooks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+	"github.com/ohmlab/ohmlab-controller/internal/seeds"
+	"github.com/ohmlab/ohmlab-controller/internal/validate"
+)
+
+// Path is where the webhook server serves the VaultSeed validator; the Helm
+// chart's ValidatingWebhookConfiguration calls it there.
+const Path = "/validate-ohmlab-fr-v1alpha1-vaultseed"
+
+// +kubebuilder:webhook:path=/validate-ohmlab-fr-v1alpha1-vaultseed,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,groups=ohmlab.fr,resources=vaultseeds,verbs=create;update,versions=v1alpha1,name=vvaultseed.ohmlab.fr,admissionReviewVersions=v1
+
+// SetupWithManager registers the validator on the manager's webhook server
+// at Path. It reads the other objects from the manager's cache through the
+// seeds.IndexPath index, so call it after seeds.IndexFields. namespaces are
+// the namespaces the target watches: objects elsewhere are admitted without
+// analysis; an empty list means every namespace.
+func SetupWithManager(mgr ctrl.Manager, namespaces []string) error {
+	gvk := ohmlabv1alpha1.GroupVersion.WithKind("VaultSeed")
+	if !mgr.GetScheme().Recognizes(gvk) {
+		return fmt.Errorf("registering the VaultSeed webhook: the manager's scheme does not hold %s", gvk)
+	}
+	mgr.GetWebhookServer().Register(Path, NewWebhook(mgr.GetScheme(), mgr.GetCache(), namespaces))
+	return nil
+}
+
+// NewWebhook returns the admission webhook of the VaultSeed validator.
+// reader must have the seeds.IndexPath index; a panic in the validator is
+// answered as an error, never as an admission.
+func NewWebhook(scheme *runtime.Scheme, reader client.Reader, namespaces []string) *admission.Webhook {
+	v := &Validator{Reader: reader}
+	if len(namespaces) > 0 {
+		v.Namespaces = map[string]bool{}
+		for _, ns := range namespaces {
+			v.Namespaces[ns] = true
+		}
+	}
+	return admission.WithValidator[*ohmlabv1alpha1.VaultSeed](scheme, v).WithRecoverPanic(true)
+}
+
+// Validator is the admission.Validator of VaultSeed objects.
+//
+// It refuses, with one message listing every problem as "<key path>:
+// <reason>", what internal/validate finds: the problems of the object
+// alone, another object on its path, a reference cycle through its path,
+// and a change of spec.path. It never blocks a DELETE, a status update, an
+// update of an object being deleted (finalizer removal), or an update that
+// leaves the spec as it was (metadata only), so an object admitted before
+// the webhook existed can always be labelled, released and deleted.
+type Validator struct {
+	// Reader reads the other VaultSeeds, normally the manager's cache. It
+	// must have the seeds.IndexPath index.
+	Reader client.Reader
+	// Namespaces are the watched namespaces; nil means every namespace.
+	Namespaces map[string]bool
+}
+
+var _ admission.Validator[*ohmlabv1alpha1.VaultSeed] = &Validator{}
+
+// ValidateCreate analyses a new object with the objects it relates to.
+func (v *Validator) ValidateCreate(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed) (admission.Warnings, error) {
+	return v.validate(ctx, seed, nil)
+}
+
+// ValidateUpdate analyses an updated object, unless the update must always
+// pass: the status subresource, an object being deleted, or an unchanged
+// spec.
+func (v *Validator) ValidateUpdate(ctx context.Context, old, seed *ohmlabv1alpha1.VaultSeed) (admission.Warnings, error) {
+	if req, err := admission.RequestFromContext(ctx); err == nil && req.SubResource != "" {
+		return nil, nil
+	}
+	if !seed.DeletionTimestamp.IsZero() || equality.Semantic.DeepEqual(old.Spec, seed.Spec) {
+		return nil, nil
+	}
+	return v.validate(ctx, seed, old)
+}
+
+// ValidateDelete admits every deletion.
+func (v *Validator) ValidateDelete(context.Context, *ohmlabv1alpha1.VaultSeed) (admission.Warnings, error) {
+	return nil, nil
+}
+
+func (v *Validator) validate(ctx context.Context, seed, old *ohmlabv1alpha1.VaultSeed) (admission.Warnings, error) {
+	if v.Namespaces != nil && !v.Namespaces[seed.Namespace] {
+		return nil, nil
+	}
+	others, err := v.related(ctx, seed)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	verdict := validate.Seed(seed, old, others)
+	var warnings admission.Warnings
+	for _, w := range verdict.Warnings {
+		warnings = append(warnings, w.String())
+	}
+	if !verdict.Valid() {
+		return warnings, errors.New(verdict.Message())
+	}
+	return warnings, nil
+}
+
+// related returns the other objects that can take part in seed's verdict:
+// those on its path (a duplicate) and those on every path reachable from it
+// through references (a cycle through its path lies among them). It lists
+// them path by path with the seeds.IndexPath index, not the whole cache,
+// and leaves out any copy of seed itself (the cached version of an update).
+func (v *Validator) related(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed) ([]*ohmlabv1alpha1.VaultSeed, error) {
+	_, a := seeds.Analyse(seed)
+	queue := append([]string{seed.Spec.Path}, a.RefPaths...)
+	seen := map[string]bool{}
+	var out []*ohmlabv1alpha1.VaultSeed
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		var list ohmlabv1alpha1.VaultSeedList
+		if err := v.Reader.List(ctx, &list, client.MatchingFields{seeds.IndexPath: p}); err != nil {
+			return nil, fmt.Errorf("listing the VaultSeeds on %s: %w", p, err)
+		}
+		for i := range list.Items {
+			o := &list.Items[i]
+			if o.Namespace == seed.Namespace && o.Name == seed.Name {
+				continue
+			}
+			out = append(out, o)
+			_, oa := seeds.Analyse(o)
+			queue = append(queue, oa.RefPaths...)
+		}
+	}
+	return out, nil
+}
