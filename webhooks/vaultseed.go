@@ -101,7 +101,7 @@ func (v *Validator) validate(ctx context.Context, seed, old *ohmlabv1alpha1.Vaul
 	if v.Namespaces != nil && !v.Namespaces[seed.Namespace] {
 		return nil, nil
 	}
-	others, err := v.related(ctx, seed)
+	others, err := seeds.Related(ctx, v.Reader, seed)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
@@ -116,36 +116,3 @@ func (v *Validator) validate(ctx context.Context, seed, old *ohmlabv1alpha1.Vaul
 	return warnings, nil
 }
 
-// related returns the other objects that can take part in seed's verdict:
-// those on its path (a duplicate) and those on every path reachable from it
-// through references (a cycle through its path lies among them). It lists
-// them path by path with the seeds.IndexPath index, not the whole cache,
-// and leaves out any copy of seed itself (the cached version of an update).
-func (v *Validator) related(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed) ([]*ohmlabv1alpha1.VaultSeed, error) {
-	_, a := seeds.Analyse(seed)
-	queue := append([]string{seed.Spec.Path}, a.RefPaths...)
-	seen := map[string]bool{}
-	var out []*ohmlabv1alpha1.VaultSeed
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = queue[1:]
-		if seen[p] {
-			continue
-		}
-		seen[p] = true
-		var list ohmlabv1alpha1.VaultSeedList
-		if err := v.Reader.List(ctx, &list, client.MatchingFields{seeds.IndexPath: p}); err != nil {
-			return nil, fmt.Errorf("listing the VaultSeeds on %s: %w", p, err)
-		}
-		for i := range list.Items {
-			o := &list.Items[i]
-			if o.Namespace == seed.Namespace && o.Name == seed.Name {
-				continue
-			}
-			out = append(out, o)
-			_, oa := seeds.Analyse(o)
-			queue = append(queue, oa.RefPaths...)
-		}
-	}
-	return out, nil
-}

@@ -36,3 +36,37 @@ func IndexFields(ctx context.Context, mgr ctrl.Manager) error {
 	return nil
 }
 
+// Related returns the other objects that can take part in seed's verdict:
+// those on its path (a duplicate) and those on every path reachable from it
+// through references (a cycle through its path lies among them). It lists
+// them path by path with the IndexPath index of reader (the manager's
+// cache), not the whole cache,
+// and leaves out any copy of seed itself (the cached version of an update).
+func Related(ctx context.Context, reader client.Reader, seed *ohmlabv1alpha1.VaultSeed) ([]*ohmlabv1alpha1.VaultSeed, error) {
+	_, a := Analyse(seed)
+	queue := append([]string{seed.Spec.Path}, a.RefPaths...)
+	seen := map[string]bool{}
+	var out []*ohmlabv1alpha1.VaultSeed
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		var list ohmlabv1alpha1.VaultSeedList
+		if err := reader.List(ctx, &list, client.MatchingFields{IndexPath: p}); err != nil {
+			return nil, fmt.Errorf("listing the VaultSeeds on %s: %w", p, err)
+		}
+		for i := range list.Items {
+			o := &list.Items[i]
+			if o.Namespace == seed.Namespace && o.Name == seed.Name {
+				continue
+			}
+			out = append(out, o)
+			_, oa := Analyse(o)
+			queue = append(queue, oa.RefPaths...)
+		}
+	}
+	return out, nil
+}

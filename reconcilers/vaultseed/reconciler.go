@@ -129,7 +129,7 @@ func (r *Reconciler) sync(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed) (
 	if len(analysis.Problems) > 0 {
 		return outcome{result: stalledResult(problemsReason(analysis.Problems), problemsMessage(analysis.Problems))}, nil
 	}
-	ring, err := r.cycle(ctx, seed, obj, analysis)
+	ring, err := r.cycle(ctx, seed, obj)
 	if err != nil {
 		return outcome{}, err
 	}

@@ -2,7 +2,6 @@ package vaultseed
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -60,30 +59,16 @@ func (r *Reconciler) notifyDependents(ctx context.Context, path string) {
 
 // cycle returns the message of a reference cycle through the object's path,
 // or "". It analyses only the objects reachable from the object through
-// references (found with seeds.IndexPath), not the whole cache.
-func (r *Reconciler) cycle(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, obj templating.Object, a templating.Analysis) (string, error) {
-	objs := []templating.Object{obj}
-	seen := map[string]bool{seed.Spec.Path: true}
-	queue := append([]string(nil), a.RefPaths...)
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = queue[1:]
-		if seen[p] {
-			continue
-		}
-		seen[p] = true
-		var list ohmlabv1alpha1.VaultSeedList
-		if err := r.Client.List(ctx, &list, client.MatchingFields{seeds.IndexPath: p}); err != nil {
-			return "", fmt.Errorf("listing the objects on %s: %w", p, err)
-		}
-		for i := range list.Items {
-			o, oa := seeds.Analyse(&list.Items[i])
-			objs = append(objs, o)
-			queue = append(queue, oa.RefPaths...)
-		}
+// references (seeds.Related), not the whole cache.
+func (r *Reconciler) cycle(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, obj templating.Object) (string, error) {
+	related, err := seeds.Related(ctx, r.Client, seed)
+	if err != nil || len(related) == 0 {
+		return "", err
 	}
-	if len(objs) == 1 {
-		return "", nil
+	objs := []templating.Object{obj}
+	for _, o := range related {
+		other, _ := seeds.Object(o)
+		objs = append(objs, other)
 	}
 	owner := seeds.Owner(seed)
 	for _, p := range templating.AnalyseSet(objs) {
