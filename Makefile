@@ -23,7 +23,7 @@ generate: ## Generate deepcopy code (controller-gen).
 	$(CONTROLLER_GEN) object paths=./api/...
 
 .PHONY: manifests
-manifests: ## Generate the CRD and RBAC into config/, and copy the CRD into the chart.
+manifests: ## Generate the CRD, RBAC and webhook manifests into config/, and copy the CRD into the chart.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=ohmlab-controller paths=./reconcilers/... output:rbac:artifacts:config=config/rbac
 	$(CONTROLLER_GEN) webhook paths=./webhooks/... output:webhook:artifacts:config=config/webhook
@@ -41,7 +41,7 @@ test: tools ## Run every test against real servers (builds the tools first).
 fuzz: ## Run each fuzz target for FUZZTIME (default 10s).
 	@for pkg in $$(go list ./...); do \
 	  for f in $$(go test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
-	    echo "fuzz $$pkg $$f"; go test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+	    echo "fuzz $$pkg $$f"; go test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s $$pkg; \
 	  done; \
 	done
 
