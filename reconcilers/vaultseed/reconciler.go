@@ -83,7 +83,8 @@ type outcome struct {
 	// plan is the plan that was applied (or, in observe-only mode, would
 	// be); nil when planning did not happen.
 	plan *Plan
-	// managedKeys and version go to status when plan is set.
+	// version is the KV version read or written; with plan.ManagedKeys it
+	// goes to status when plan is set.
 	version int
 	// backoff asks for a retry with backoff (the object waits).
 	backoff bool
