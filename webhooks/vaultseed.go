@@ -115,4 +115,3 @@ func (v *Validator) validate(ctx context.Context, seed, old *ohmlabv1alpha1.Vaul
 	}
 	return warnings, nil
 }
-
