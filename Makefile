@@ -39,9 +39,9 @@ test: tools ## Run every test against real servers (builds the tools first).
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZTIME (default 10s).
-	@for pkg in $$(go list ./...); do \
-	  for f in $$(go test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
-	    echo "fuzz $$pkg $$f"; go test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s $$pkg; \
+	@for dir in $$(grep -l '^func Fuzz' $$(git ls-files '*_test.go') | xargs -n1 dirname | sort -u); do \
+	  for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go | cut -d' ' -f2); do \
+	    echo "fuzz ./$$dir $$f"; go test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./$$dir || exit 1; \
 	  done; \
 	done
 
