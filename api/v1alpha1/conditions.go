@@ -44,6 +44,13 @@ const (
 	// ReasonBackendUnavailable: Ready=False with Reconciling=True. Vault
 	// does not answer: sealed, restarting or unreachable.
 	ReasonBackendUnavailable = "BackendUnavailable"
+	// ReasonPathDeleted: Stalled=True (and Ready=False). The latest version
+	// of the path was deleted (vault kv delete) or destroyed. The controller
+	// does not seed it anew on its own: that would regenerate every key and
+	// drop hand-filled values while the old version can still be undeleted.
+	// Undelete the version, or delete the path's metadata to have it created
+	// anew.
+	ReasonPathDeleted = "PathDeleted"
 	// ReasonBackendError: Ready=False with Reconciling=True. Vault answered
 	// with an error that is neither a refusal nor an outage, for example a
 	// mount that does not exist; the message carries Vault's reason.

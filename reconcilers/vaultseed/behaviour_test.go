@@ -785,3 +785,23 @@ func BenchmarkReady200(b *testing.B) {
 		b.Logf("200 objects Ready in %v (creating them took %v); Vault operations %v", elapsed.Round(time.Millisecond), created.Round(time.Millisecond), f.kv.Counts())
 	}
 }
+
+func TestDeletedLatestVersionStallsInsteadOfReseeding(t *testing.T) {
+	g := NewWithT(t)
+	f := startController(t, controllerOptions{resync: time.Second})
+	path := f.path("app")
+	f.create(f.seed("app", path, `{"password": "<random:16>", "webhook": ""}`))
+	f.waitReady("app")
+	v := handWrite(t, path, map[string]any{"password": readPath(t, path).Data["password"], "webhook": "https://hooks.example/x"})
+	before := readPath(t, path)
+
+	mount, rest, _ := strings.Cut(path, "/")
+	g.Expect(vault.Client.KVv2(mount).Delete(context.Background(), rest)).To(Succeed())
+	obj := f.waitReason("app", ohmlabv1alpha1.ReasonPathDeleted, 10*time.Second)
+	g.Expect(condition(obj, ohmlabv1alpha1.ConditionStalled)).NotTo(BeNil())
+	g.Consistently(func() int { return f.kv.Counts()["write"] }).WithTimeout(3*time.Second).Should(Equal(1), "nothing is seeded anew")
+
+	g.Expect(vault.Client.KVv2(mount).Undelete(context.Background(), rest, []int{v})).To(Succeed())
+	f.waitReady("app")
+	g.Expect(readPath(t, path)).To(Equal(before), "the undeleted values are kept")
+}

@@ -162,6 +162,11 @@ func plan(d Desired, o Observed, g templating.Generator) (Plan, error) {
 			Message: fmt.Sprintf("the path is owned by %s (custom_metadata %s); delete one of the two objects, or remove the marker to hand the path over", owner, ohmlabv1alpha1.OwnerMetadataKey)}, nil
 	}
 
+	if path.Deleted {
+		return Plan{Outcome: OutcomeStop, Reason: ohmlabv1alpha1.ReasonPathDeleted,
+			Message: fmt.Sprintf("the latest version (%d) of the path is deleted: undelete it (vault kv undelete -versions=%d), or delete the path's metadata (vault kv metadata delete) to have it created anew", path.Version, path.Version)}, nil
+	}
+
 	refs, pending := resolveRefs(d.Analysis, o.Refs)
 	if len(pending) > 0 {
 		return Plan{Outcome: OutcomeWait, Reason: ohmlabv1alpha1.ReasonRefPending,

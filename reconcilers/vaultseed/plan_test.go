@@ -678,41 +678,6 @@ func TestPlan(t *testing.T) {
 				ManagedKeys: []string{"admin.password", "admin.passwordHashed", "admin.username", "clients.grafana-core.clientSecret"},
 			},
 		},
-		{
-			name: "soft-deleted latest version: create-field for every key with CAS N, no create action",
-			spec: spec{data: keycloak(), managed: keycloakKeys},
-			path: &vaultkv.Secret{Exists: true, Deleted: true, Version: 9, CustomMetadata: md(ownerKey, testOwner)},
-			want: Plan{
-				Actions:     createAll,
-				Data:        fresh,
-				CAS:         9,
-				ManagedKeys: keycloakKeys,
-			},
-		},
-		{
-			name: "soft-deleted latest version of an unowned path: adopt and create every key",
-			spec: spec{data: keycloak()},
-			path: &vaultkv.Secret{Exists: true, Deleted: true, Version: 2},
-			want: Plan{
-				Actions:     append([]Action{actAdopt}, createAll...),
-				Mark:        md(ownerKey, testOwner),
-				Data:        fresh,
-				CAS:         2,
-				ManagedKeys: keycloakKeys,
-			},
-		},
-		{
-			name: "soft-deleted latest version with a new rotation token: keys are created, the token recorded",
-			spec: spec{data: keycloak(), rotate: rotation, managed: keycloakKeys},
-			path: &vaultkv.Secret{Exists: true, Deleted: true, Version: 9, CustomMetadata: md(ownerKey, testOwner, tokenKey, "t0")},
-			want: Plan{
-				Actions:     append(createAll[:len(createAll):len(createAll)], actRecordToken),
-				Data:        fresh,
-				CAS:         9,
-				RecordToken: "2026-10-12",
-				ManagedKeys: keycloakKeys,
-			},
-		},
 	})
 }
 
@@ -901,6 +866,20 @@ func TestPlanStop(t *testing.T) {
 			path:   &vaultkv.Secret{CustomMetadata: md(ownerKey, otherOwner)},
 			reason: ohmlabv1alpha1.ReasonOwnedByAnother,
 			want:   "the path is owned by " + otherOwner + " (custom_metadata " + ownerKey + "); delete one of the two objects, or remove the marker to hand the path over",
+		},
+		{
+			name:   "latest version deleted: stop, nothing regenerated",
+			data:   keycloak(),
+			path:   &vaultkv.Secret{Exists: true, Deleted: true, Version: 9, CustomMetadata: md(ownerKey, testOwner)},
+			reason: ohmlabv1alpha1.ReasonPathDeleted,
+			want:   "the latest version (9) of the path is deleted: undelete it (vault kv undelete -versions=9), or delete the path's metadata (vault kv metadata delete) to have it created anew",
+		},
+		{
+			name:   "latest version deleted on an unowned path: stop before adopting",
+			data:   keycloak(),
+			path:   &vaultkv.Secret{Exists: true, Deleted: true, Version: 2},
+			reason: ohmlabv1alpha1.ReasonPathDeleted,
+			want:   "the latest version (2) of the path is deleted: undelete it (vault kv undelete -versions=2), or delete the path's metadata (vault kv metadata delete) to have it created anew",
 		},
 		{
 			name:   "owned by another takes precedence over a pending reference",
