@@ -1,6 +1,7 @@
 package templating
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 )
@@ -145,7 +146,16 @@ func (g graph) shortestRing(start string, in map[string]bool) []string {
 	}
 }
 
-// ringString writes a ring closed on its first node: "a -> b -> a".
+// maxRingShown bounds the nodes a ring's message names, so that a ring of
+// thousands of objects gives messages of bounded size.
+const maxRingShown = 10
+
+// ringString writes a ring closed on its first node: "a -> b -> a"; a ring
+// longer than maxRingShown is shortened: "a -> … -> j -> (5 more) -> a".
 func ringString(ring []string) string {
+	if len(ring) > maxRingShown {
+		shown := strings.Join(ring[:maxRingShown], " -> ")
+		return fmt.Sprintf("%s -> (%d more) -> %s", shown, len(ring)-maxRingShown, ring[0])
+	}
 	return strings.Join(append(slices.Clone(ring), ring[0]), " -> ")
 }

@@ -122,3 +122,22 @@ func TestRingsLongChain(t *testing.T) {
 		t.Errorf("ring of %d nodes starting at %s, want %d starting at n000000", len(r), r[0], n)
 	}
 }
+
+func TestAnalyseSetLongRingMessageIsBounded(t *testing.T) {
+	const n = 50
+	objs := make([]Object, n)
+	for i := range objs {
+		objs[i] = Object{Namespace: "ns", Name: fmt.Sprintf("o%02d", i), Path: fmt.Sprintf("m/p%02d", i),
+			Data: map[string]any{"k": fmt.Sprintf("<ref:m/p%02d#k>", (i+1)%n)}}
+	}
+	problems := AnalyseSet(objs)
+	if len(problems) != n {
+		t.Fatalf("got %d problems, want one per object in the ring", len(problems))
+	}
+	want := "reference cycle: m/p00 -> m/p01 -> m/p02 -> m/p03 -> m/p04 -> m/p05 -> m/p06 -> m/p07 -> m/p08 -> m/p09 -> (40 more) -> m/p00"
+	for _, p := range problems {
+		if p.Message != want {
+			t.Fatalf("message = %q, want %q", p.Message, want)
+		}
+	}
+}

@@ -31,6 +31,9 @@ const (
 	KeyToken = "spec.rotate.token"
 	// KeyName: a namespace/name given more than once, or no name.
 	KeyName = "metadata.name"
+	// KeyDeletionPolicy: a deletionPolicy other than Retain or Delete (the
+	// API server refuses it too).
+	KeyDeletionPolicy = "spec.deletionPolicy"
 )
 
 // Problem is one reason to refuse an object, or one warning about it.
@@ -91,6 +94,12 @@ func Set(objs []*ohmlabv1alpha1.VaultSeed) []Verdict {
 		tobjs[i] = o
 		for _, p := range a.Problems {
 			out[i].Problems = append(out[i].Problems, fromTemplating(p))
+		}
+		switch s.Spec.DeletionPolicy {
+		case "", ohmlabv1alpha1.DeletionPolicyRetain, ohmlabv1alpha1.DeletionPolicyDelete:
+		default:
+			out[i].Problems = append(out[i].Problems, Problem{Reason: templating.ReasonInvalidSpec, Key: KeyDeletionPolicy,
+				Message: "must be Retain or Delete"})
 		}
 		out[i].Warnings = rotationWarnings(s, a)
 		id := ID(s)

@@ -72,6 +72,15 @@ func TestSet(t *testing.T) {
 			want: [][]string{{"a.b InvalidSpec", "h InvalidSpec", "l InvalidSpec", "n InvalidSpec", "p InvalidRotation", "t InvalidSpec"}},
 		},
 		{
+			name: "a deletionPolicy the API server would refuse",
+			objs: []*ohmlabv1alpha1.VaultSeed{func() *ohmlabv1alpha1.VaultSeed {
+				s := seed("a", "ohmlab/a", `{"k":"v"}`)
+				s.Spec.DeletionPolicy = "Nuke"
+				return s
+			}()},
+			want: [][]string{{"spec.deletionPolicy InvalidSpec"}},
+		},
+		{
 			name: "problems not about one key are named by their field",
 			objs: []*ohmlabv1alpha1.VaultSeed{
 				withRotate(seed("a", "nomount", `{"":"x"}`), ""),

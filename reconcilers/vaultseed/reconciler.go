@@ -269,7 +269,7 @@ func (r *Reconciler) report(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed,
 			return fmt.Errorf("patching status: %w", err)
 		}
 	}
-	r.emit(seed, out)
+	r.emit(ctx, seed, out)
 	if r.ObserveOnly && out.plan != nil {
 		r.Metrics.setPlanned(seed.Namespace, seed.Name, out.plan.Counts())
 	}
@@ -280,9 +280,9 @@ func (r *Reconciler) report(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed,
 	return nil
 }
 
-// emit records a Normal event for what was written, and a Warning event
-// when the object enters a failing state (once per transition).
-func (r *Reconciler) emit(seed *ohmlabv1alpha1.VaultSeed, out outcome) {
+// emit records a Normal event for what was written, and a Warning event and
+// a log line when the object enters a failing state (once per transition).
+func (r *Reconciler) emit(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, out outcome) {
 	if p := out.plan; p != nil && !r.ObserveOnly && !p.Empty() {
 		r.Recorder.Eventf(seed, nil, corev1.EventTypeNormal, eventReason(*p), "Write", "%s (KV version %d)", p.Summary(), out.version)
 	}
@@ -293,6 +293,7 @@ func (r *Reconciler) emit(seed *ohmlabv1alpha1.VaultSeed, out outcome) {
 		return
 	}
 	r.Recorder.Eventf(seed, nil, corev1.EventTypeWarning, out.reason, "Reconcile", "%s", out.message)
+	ctrl.LoggerFrom(ctx).Info("the object is not ready", "path", seed.Spec.Path, "reason", out.reason, "message", out.message)
 }
 
 // eventReason names what a plan mainly did.
