@@ -53,7 +53,7 @@ func main() {
 	flag.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "Address of the probe endpoint (/healthz, /readyz).")
 	flag.IntVar(&f.webhookPort, "webhook-port", 9443, "Port of the admission webhook server; 0 turns it off.")
 	flag.StringVar(&f.webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory holding the webhook's tls.crt and tls.key; reloaded when they change.")
-	flag.StringVar(&f.logLevel, "log-level", "info", "Log level: debug, info or error.")
+	flag.StringVar(&f.logLevel, "log-level", "info", "Log level: debug, info, warn or error.")
 	flag.BoolVar(&f.leaderElect, "leader-elect", true, "Hold a Lease per target (ohmlab-controller-<target>) so that one replica reconciles.")
 	flag.DurationVar(&f.gracefulShutdown, "graceful-shutdown-timeout", 30*time.Second, "How long in-flight reconciles may finish after SIGTERM.")
 	flag.Parse()

@@ -40,7 +40,13 @@ func run(ctx context.Context, resync time.Duration, exit bool) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	env, err := e2e.Start(ctx, e2e.Options{Dir: dir, Resync: resync, ControllerBin: filepath.Join(root, "bin", "ohmlab-controller"), Log: os.Stdout})
+	logFile, err := os.Create(filepath.Join(dir, "controller.log"))
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	env, err := e2e.Start(ctx, e2e.Options{Dir: dir, Resync: resync, ControllerBin: filepath.Join(root, "bin", "ohmlab-controller"),
+		Log: os.Stdout, ControllerLog: logFile})
 	if err != nil {
 		return err
 	}
@@ -90,6 +96,7 @@ func run(ctx context.Context, resync time.Duration, exit bool) error {
 		"export KUBECONFIG=" + kubeconfig,
 		"export VAULT_ADDR=" + env.Vault.Addr,
 		"export VAULT_TOKEN=" + harness.VaultRootToken,
+		"export VAULT_UNSEAL_KEY=" + env.Vault.UnsealKey() + "   # after vault operator seal: vault operator unseal $VAULT_UNSEAL_KEY",
 		"export PATH=" + filepath.Join(root, "bin") + ":" + filepath.Join(root, "bin", "k8s") + ":$PATH",
 	}
 	if err := os.WriteFile(envFile, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
@@ -99,10 +106,15 @@ func run(ctx context.Context, resync time.Duration, exit bool) error {
 		fmt.Println("==> demo done (DEMO_EXIT=1): stopping")
 		return nil
 	}
-	fmt.Printf("==> running. In another shell: source %s, then try the README's \"Things to try\". Ctrl-C stops everything.\n", envFile)
-	<-ctx.Done()
-	fmt.Println("==> stopping")
-	return nil
+	fmt.Printf("==> running. In another shell: source %s, then try the README's \"Things to try\".\n", envFile)
+	fmt.Printf("    The controller logs to %s. Ctrl-C stops everything.\n", logFile.Name())
+	select {
+	case <-ctx.Done():
+		fmt.Println("==> stopping")
+		return nil
+	case <-controller.Done():
+		return fmt.Errorf("ohmlab-controller exited: see %s", logFile.Name())
+	}
 }
 
 func copyFile(from, to string) error {

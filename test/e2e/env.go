@@ -51,6 +51,8 @@ type Options struct {
 	ControllerBin string
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
+	// ControllerLog, when set, also receives what the controller prints.
+	ControllerLog io.Writer
 }
 
 // Env is a running environment.
@@ -251,7 +253,11 @@ func (e *Env) StartController(ctx context.Context) (*Controller, error) {
 		"--graceful-shutdown-timeout=10s",
 	)
 	c.cmd.Env = append(os.Environ(), "KUBECONFIG="+e.CP.Kubeconfig, "POD_NAMESPACE="+ControllerNamespace)
-	c.cmd.Stdout, c.cmd.Stderr = c.logs, c.logs
+	var out io.Writer = c.logs
+	if e.opts.ControllerLog != nil {
+		out = io.MultiWriter(c.logs, e.opts.ControllerLog)
+	}
+	c.cmd.Stdout, c.cmd.Stderr = out, out
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := c.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", e.opts.ControllerBin, err)
@@ -302,6 +308,9 @@ func (c *Controller) Kill() {
 	_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
 	<-c.done
 }
+
+// Done is closed when the process has exited.
+func (c *Controller) Done() <-chan struct{} { return c.done }
 
 // Exited says whether the process has exited.
 func (c *Controller) Exited() bool {

@@ -205,6 +205,10 @@ func (v *Vault) Unseal() error {
 	return nil
 }
 
+// UnsealKey returns the dev server's unseal key (for `vault operator unseal`
+// after a seal).
+func (v *Vault) UnsealKey() string { return v.unsealKey }
+
 // Logs returns what the server wrote on stderr.
 func (v *Vault) Logs() string { return v.log.String() }
 
