@@ -29,14 +29,8 @@ func TestLoad(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := Load([]byte(tt.file))
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error = %v, want it to contain %q", err, tt.wantErr)
-				}
+			if !wantError(t, err, tt.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			var names []string
 			for n := range got {
@@ -78,20 +72,27 @@ func TestLoadVaultConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := LoadVaultConfig([]byte(tt.section))
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error = %v, want it to contain %q", err, tt.wantErr)
-				}
+			if !wantError(t, err, tt.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if diff := cmp.Diff(*tt.want, got); diff != "" {
 				t.Errorf("config (-want +got):\n%s", diff)
 			}
 		})
 	}
+}
+
+// wantError checks err against want, a substring of the expected error ("" for
+// none), and says whether the test goes on to check the result.
+func wantError(t *testing.T, err error, want string) bool {
+	t.Helper()
+	switch {
+	case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+		t.Fatalf("error = %v, want it to contain %q", err, want)
+	case want == "" && err != nil:
+		t.Fatal(err)
+	}
+	return want == ""
 }
 
 // targetPackages are, per implemented target, the packages that hold its

@@ -38,20 +38,6 @@ func newScheme(t testing.TB) *runtime.Scheme {
 	return s
 }
 
-// indexer hands the indexes seeds.IndexFields registers to a fake client,
-// so the tests list with the production index functions.
-type indexer struct {
-	ctrl.Manager
-	b *fake.ClientBuilder
-}
-
-func (i indexer) GetFieldIndexer() client.FieldIndexer { return i }
-
-func (i indexer) IndexField(_ context.Context, obj client.Object, field string, fn client.IndexerFunc) error {
-	i.b.WithIndex(obj, field, fn)
-	return nil
-}
-
 // cache returns a fake cache holding objs, with seeds' indexes. Every List
 // it answers appends its field selector to listed; listErr fails them all.
 func cache(t testing.TB, listed *[]string, listErr error, objs ...*ohmlabv1alpha1.VaultSeed) client.Reader {
@@ -60,8 +46,8 @@ func cache(t testing.TB, listed *[]string, listErr error, objs ...*ohmlabv1alpha
 	for _, o := range objs {
 		b.WithObjects(o.DeepCopy())
 	}
-	if err := seeds.IndexFields(context.Background(), indexer{b: b}); err != nil {
-		t.Fatal(err)
+	for field, fn := range seeds.Indexes {
+		b.WithIndex(&ohmlabv1alpha1.VaultSeed{}, field, fn)
 	}
 	b.WithInterceptorFuncs(interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 		lo := (&client.ListOptions{}).ApplyOptions(opts)

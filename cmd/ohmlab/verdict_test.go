@@ -10,8 +10,6 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	"sigs.k8s.io/yaml"
@@ -20,20 +18,6 @@ import (
 	"github.com/ohmlab/ohmlab-controller/internal/seeds"
 	"github.com/ohmlab/ohmlab-controller/webhooks"
 )
-
-// indexer hands the indexes seeds.IndexFields registers to a fake client,
-// so the webhook lists with the production index functions.
-type indexer struct {
-	ctrl.Manager
-	b *fake.ClientBuilder
-}
-
-func (i indexer) GetFieldIndexer() client.FieldIndexer { return i }
-
-func (i indexer) IndexField(_ context.Context, obj client.Object, field string, fn client.IndexerFunc) error {
-	i.b.WithIndex(obj, field, fn)
-	return nil
-}
 
 // verdict is what a user learns about one object, from either path.
 type verdict struct {
@@ -58,8 +42,8 @@ func webhookVerdict(t *testing.T, existing []string, obj string) verdict {
 		}
 		b.WithObjects(s)
 	}
-	if err := seeds.IndexFields(context.Background(), indexer{b: b}); err != nil {
-		t.Fatal(err)
+	for field, fn := range seeds.Indexes {
+		b.WithIndex(&ohmlabv1alpha1.VaultSeed{}, field, fn)
 	}
 	j, err := yaml.YAMLToJSON([]byte(obj))
 	if err != nil {

@@ -18,20 +18,25 @@ const (
 	IndexRefPaths = "spec.refPaths"
 )
 
-// IndexFields registers the cache indexes the reconciler and the webhook
-// use. Call it once per manager, before the manager starts.
-func IndexFields(ctx context.Context, mgr ctrl.Manager) error {
-	idx := mgr.GetFieldIndexer()
-	if err := idx.IndexField(ctx, &ohmlabv1alpha1.VaultSeed{}, IndexPath, func(o client.Object) []string {
+// Indexes are the index functions of IndexPath and IndexRefPaths, by
+// field, for VaultSeed objects (a fake client takes them with WithIndex).
+var Indexes = map[string]client.IndexerFunc{
+	IndexPath: func(o client.Object) []string {
 		return []string{o.(*ohmlabv1alpha1.VaultSeed).Spec.Path}
-	}); err != nil {
-		return fmt.Errorf("indexing %s: %w", IndexPath, err)
-	}
-	if err := idx.IndexField(ctx, &ohmlabv1alpha1.VaultSeed{}, IndexRefPaths, func(o client.Object) []string {
+	},
+	IndexRefPaths: func(o client.Object) []string {
 		_, a := Analyse(o.(*ohmlabv1alpha1.VaultSeed))
 		return a.RefPaths
-	}); err != nil {
-		return fmt.Errorf("indexing %s: %w", IndexRefPaths, err)
+	},
+}
+
+// IndexFields registers Indexes in a manager's cache. Call it once per
+// manager, before the manager starts.
+func IndexFields(ctx context.Context, mgr ctrl.Manager) error {
+	for field, fn := range Indexes {
+		if err := mgr.GetFieldIndexer().IndexField(ctx, &ohmlabv1alpha1.VaultSeed{}, field, fn); err != nil {
+			return fmt.Errorf("indexing %s: %w", field, err)
+		}
 	}
 	return nil
 }
@@ -40,8 +45,8 @@ func IndexFields(ctx context.Context, mgr ctrl.Manager) error {
 // those on its path (a duplicate) and those on every path reachable from it
 // through references (a cycle through its path lies among them). It lists
 // them path by path with the IndexPath index of reader (the manager's
-// cache), not the whole cache,
-// and leaves out any copy of seed itself (the cached version of an update).
+// cache), not the whole cache, and leaves out any copy of seed itself (the
+// cached version of an update).
 func Related(ctx context.Context, reader client.Reader, seed *ohmlabv1alpha1.VaultSeed) ([]*ohmlabv1alpha1.VaultSeed, error) {
 	_, a := Analyse(seed)
 	queue := append([]string{seed.Spec.Path}, a.RefPaths...)
