@@ -223,6 +223,12 @@ func TestValidateInputs(t *testing.T) {
 			want:  result{Code: exitValid, Stderr: "-:vo/a: warning: spec.rotate: rotate has no keys and data declares no generated key (<random:N>, <hex:N>, <uuid>, <age:secret>): a new token regenerates nothing\n"},
 		},
 		{
+			name:  "a misspelled kind is reported, not skipped",
+			stdin: "apiVersion: ohmlab.fr/v1alpha1\nkind: VaultSeeed\nmetadata: {name: a, namespace: vo}\nspec: {path: ohmlab/a}\n",
+			args:  []string{"validate", "-"},
+			want:  result{Code: exitInvalid, Stdout: "-:vo/a: kind: ohmlab.fr/v1alpha1 VaultSeeed is not a kind ohmlab knows: use ohmlab.fr/v1alpha1 VaultSeed\n"},
+		},
+		{
 			name:  "no VaultSeed is valid and says so",
 			stdin: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n---\n\n---\n# nothing\n---\nplain scalar\n---\n- a list\n",
 			args:  []string{"validate", "-"},

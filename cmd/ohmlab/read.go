@@ -209,6 +209,13 @@ func appendObjects(out []object, file string, line int, j []byte, implicitKind s
 		return out
 	case group == ohmlabv1alpha1.GroupVersion.Group && kind == "VaultSeed":
 		return append(out, decodeSeed(file, line, apiVersion, j))
+	case kind != "" && (group == ohmlabv1alpha1.GroupVersion.Group || strings.EqualFold(kind, "VaultSeed")):
+		// A misspelled kind or group would be skipped silently, and the
+		// objects it was meant to check would pass unchecked.
+		o := decodeSeed(file, line, apiVersion, j)
+		o.Problems = append(o.Problems, validate.Problem{Reason: templating.ReasonInvalidSpec, Key: "kind",
+			Message: fmt.Sprintf("%s %s is not a kind ohmlab knows: use %s VaultSeed", apiVersion, kind, ohmlabv1alpha1.GroupVersion)})
+		return append(out, o)
 	}
 	return out
 }
