@@ -12,6 +12,13 @@ CONTROLLER_GEN := go tool controller-gen
 TOOLS_GOFLAGS  := -trimpath -ldflags=-s\ -w
 FUZZTIME  ?= 10s
 
+# TOOLS are the test binaries `make tools` builds; TEST_MODULES are the
+# separate Go modules (heavy test dependencies kept out of go.mod) whose
+# tests `make test` also runs. Each mk/*.mk file adds its own.
+TOOLS        := $(BIN)/k8s/kube-apiserver $(BIN)/k8s/kubectl $(BIN)/k8s/etcd $(BIN)/vault
+TEST_MODULES :=
+include $(sort $(wildcard mk/*.mk))
+
 ##@ General
 .PHONY: help
 help: ## Show this help.
@@ -36,6 +43,7 @@ build: ## Build bin/ohmlab and bin/ohmlab-controller.
 .PHONY: test
 test: tools ## Run every test against real servers (builds the tools first).
 	go test -count=1 ./...
+	@for m in $(TEST_MODULES); do echo "go test ($$m)"; (cd $$m && go test -count=1 ./...) || exit 1; done
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZTIME (default 10s).
@@ -59,7 +67,7 @@ verify: ## Regenerate and fail on a diff; gofmt and go vet.
 
 ##@ Test tools (built once into bin/, from the Go module proxy)
 .PHONY: tools
-tools: $(BIN)/k8s/kube-apiserver $(BIN)/k8s/kubectl $(BIN)/k8s/etcd $(BIN)/vault ## Build kube-apiserver, kubectl, etcd and vault.
+tools: $(TOOLS) ## Build the test binaries (kube-apiserver, kubectl, etcd, vault, and those of mk/*.mk).
 
 K8S_MOD := test/tools/k8s/go.mod test/tools/k8s/go.sum
 $(BIN)/k8s/kube-apiserver: $(K8S_MOD)
