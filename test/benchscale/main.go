@@ -1,0 +1,594 @@
+// Command benchscale measures the controller at scale (issue 13) through
+// the built binary on the e2e environment (a real kube-apiserver, etcd and
+// Vault dev server on loopback, the controller at its default settings). It
+// is `make bench-scale N=1000`. It prints, from one run: the bcrypt floor
+// (N hashes at the default cost, measured in the same run), the time until
+// all N objects are Ready, the Vault requests by operation and the
+// Kubernetes writes it took, the same figures with the controller's
+// CPU-seconds for the first resync after creation and for a later quiet
+// one, the RSS high-water mark, the latency of a dependent created before
+// its source, and the admission latency of one more object.
+//
+// Each object is a <random:24> password and its <bcrypt:> hash; every
+// second object also copies the previous object's password with <ref:>.
+// Timings depend on the machine; the figures to compare are ratios
+// measured side by side in one run, and counts.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/prometheus/procfs"
+	"golang.org/x/crypto/bcrypt"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+	"github.com/ohmlab/ohmlab-controller/test/e2e"
+)
+
+type config struct {
+	n          int
+	resync     time.Duration
+	controller string
+	admissions int
+	pairs      int
+	workers    int
+	logDir     string
+}
+
+func main() {
+	var cfg config
+	flag.IntVar(&cfg.n, "n", 1000, "Number of objects.")
+	flag.DurationVar(&cfg.resync, "resync", 10*time.Minute, "The controller's resync period (its default is 10m); the benchmark watches two of them after all objects are Ready.")
+	flag.StringVar(&cfg.controller, "controller", "", "The ohmlab-controller binary to measure. Required.")
+	flag.IntVar(&cfg.admissions, "admissions", 100, "Objects created one at a time for the admission latency.")
+	flag.IntVar(&cfg.pairs, "pairs", 5, "Dependents created before their source, for the dependent-after-source latency.")
+	flag.IntVar(&cfg.workers, "workers", 16, "Concurrent creations of the N objects.")
+	flag.StringVar(&cfg.logDir, "dir", "", "Directory for the environment's files and controller.log (default: a new temporary directory, kept).")
+	flag.Parse()
+	if cfg.controller == "" || cfg.n < 2 {
+		fmt.Fprintln(os.Stderr, "benchscale: -controller is required and -n must be at least 2")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "benchscale:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, cfg config, out io.Writer) error {
+	dir := cfg.logDir
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "ohmlab-bench-scale-"); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	logFile, err := os.Create(filepath.Join(dir, "controller.log"))
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	progress := func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "--> %s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+	}
+
+	env, err := e2e.Start(ctx, e2e.Options{Dir: dir, Resync: cfg.resync, ControllerBin: cfg.controller, Log: os.Stderr, ControllerLog: logFile})
+	if err != nil {
+		return err
+	}
+	defer env.Stop()
+	ctrl, err := env.StartController(ctx)
+	if err != nil {
+		return err
+	}
+	defer ctrl.Stop()
+	progress("controller log: %s", logFile.Name())
+
+	// The benchmark's own client is not rate limited, so that creating
+	// the objects is never what is measured.
+	rc := rest.CopyConfig(env.CP.Config)
+	rc.QPS, rc.Burst = -1, 0
+	cl, err := client.New(rc, client.Options{Scheme: env.CP.Scheme})
+	if err != nil {
+		return err
+	}
+	w, err := startWatch(ctx, rc, env)
+	if err != nil {
+		return err
+	}
+
+	r := report{n: cfg.n, resync: cfg.resync}
+	progress("bcrypt floor: %d hashes at the default cost (%d), one after another", cfg.n, bcrypt.DefaultCost)
+	if r.floor, err = bcryptFloor(cfg.n); err != nil {
+		return err
+	}
+	progress("bcrypt floor: %s", r.floor.Round(10*time.Millisecond))
+
+	before, err := sample(ctx, ctrl, w)
+	if err != nil {
+		return err
+	}
+	progress("creating %d objects (%d at a time)", cfg.n, cfg.workers)
+	start := time.Now()
+	if err := createAll(ctx, cl, cfg.n, cfg.workers); err != nil {
+		return err
+	}
+	progress("created in %s; waiting for all Ready", time.Since(start).Round(time.Second))
+	if err := w.waitReady(ctx, "bench-", cfg.n, progress); err != nil {
+		return err
+	}
+	r.toReady = time.Since(start)
+	ready, err := sample(ctx, ctrl, w)
+	if err != nil {
+		return err
+	}
+	r.creation = ready.sub(before)
+	progress("all Ready after %s", r.toReady.Round(time.Second))
+
+	progress("dependent after source: %d dependents created before their source", cfg.pairs)
+	if r.depLatency, err = dependentAfterSource(ctx, cl, env, w, cfg.pairs); err != nil {
+		return err
+	}
+
+	// The first resync of every object is due at most 1.1 periods (the
+	// largest jitter) after its last reconcile, which all happened before
+	// everything was Ready.
+	end := start.Add(r.toReady).Add(cfg.resync * 11 / 10).Add(10 * time.Second)
+	progress("watching the first resync after creation, until %s", end.Format("15:04:05"))
+	first, err := window(ctx, ctrl, w, time.Until(end))
+	if err != nil {
+		return err
+	}
+	r.firstResync = first
+	progress("watching a later quiet resync period (%s)", cfg.resync)
+	if r.quietResync, err = window(ctx, ctrl, w, cfg.resync); err != nil {
+		return err
+	}
+
+	progress("admission: %d objects created one at a time", cfg.admissions)
+	if r.admission, err = admission(ctx, cl, cfg.admissions); err != nil {
+		return err
+	}
+	status, err := procfs.Proc{PID: ctrl.PID()}.NewStatus()
+	if err != nil {
+		return err
+	}
+	r.hwm, r.rss = status.VmHWM, status.VmRSS
+	r.print(out)
+	return nil
+}
+
+// bcryptFloor hashes n random 24-character passwords at the default cost,
+// one after another: the least time a single worker needs for the objects'
+// hashes.
+func bcryptFloor(n int) (time.Duration, error) {
+	start := time.Now()
+	for range n {
+		if _, err := bcrypt.GenerateFromPassword([]byte(rand.Text()[:24]), bcrypt.DefaultCost); err != nil {
+			return 0, err
+		}
+	}
+	return time.Since(start), nil
+}
+
+// seed returns benchmark object i: a password, its hash and, for every
+// second object, a copy of the previous object's password.
+func seed(name, path, ref string) *ohmlabv1alpha1.VaultSeed {
+	data := map[string]any{"password": "<random:24>", "hash": "<bcrypt:password>"}
+	if ref != "" {
+		data["previous"] = "<ref:" + ref + "#password>"
+	}
+	raw, _ := json.Marshal(data)
+	return &ohmlabv1alpha1.VaultSeed{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e2e.SeedNamespace},
+		Spec:       ohmlabv1alpha1.VaultSeedSpec{Path: path, Data: &apiextensionsv1.JSON{Raw: raw}},
+	}
+}
+
+func benchPath(i int) string { return fmt.Sprintf("ohmlab/bench/%05d", i) }
+
+func createAll(ctx context.Context, cl client.Client, n, workers int) error {
+	next := make(chan int)
+	errs := make(chan error, workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				ref := ""
+				if i%2 == 1 {
+					ref = benchPath(i - 1)
+				}
+				if err := cl.Create(ctx, seed(fmt.Sprintf("bench-%05d", i), benchPath(i), ref)); err != nil {
+					errs <- fmt.Errorf("creating object %d: %w", i, err)
+					return
+				}
+			}
+		})
+	}
+	var err error
+feed:
+	for i := range n {
+		select {
+		case next <- i:
+		case err = <-errs:
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	if err == nil {
+		select {
+		case err = <-errs:
+		default:
+		}
+	}
+	return err
+}
+
+// dependentAfterSource creates pairs of objects, the dependent first; once
+// every dependent waits (RefPending, retrying with backoff) for a few
+// seconds, it creates the sources, and returns, for each pair, the time
+// from the source's KV write (Vault's created_time of version 1) to the
+// dependent being seen Ready.
+func dependentAfterSource(ctx context.Context, cl client.Client, env *e2e.Env, w *watch, pairs int) ([]time.Duration, error) {
+	for k := range pairs {
+		if err := cl.Create(ctx, seed(fmt.Sprintf("dep-%d", k), fmt.Sprintf("ohmlab/bench-dep/%d", k), fmt.Sprintf("ohmlab/bench-src/%d", k))); err != nil {
+			return nil, err
+		}
+	}
+	if err := w.waitReason(ctx, "dep-", pairs, ohmlabv1alpha1.ReasonRefPending); err != nil {
+		return nil, err
+	}
+	// Past the first retry (5 s), so that a dependent that is not told
+	// about its source would wait for its next backoff (10 s).
+	select {
+	case <-time.After(6 * time.Second):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	for k := range pairs {
+		if err := cl.Create(ctx, seed(fmt.Sprintf("src-%d", k), fmt.Sprintf("ohmlab/bench-src/%d", k), "")); err != nil {
+			return nil, err
+		}
+	}
+	if err := w.waitReady(ctx, "dep-", pairs, nil); err != nil {
+		return nil, err
+	}
+	var out []time.Duration
+	for k := range pairs {
+		md, err := env.Vault.Client.KVv2("ohmlab").GetMetadata(ctx, fmt.Sprintf("bench-src/%d", k))
+		if err != nil {
+			return nil, err
+		}
+		v1, ok := md.Versions["1"]
+		if !ok {
+			return nil, fmt.Errorf("ohmlab/bench-src/%d has no version 1", k)
+		}
+		out = append(out, w.readyAt(fmt.Sprintf("dep-%d", k)).Sub(v1.CreatedTime))
+	}
+	return out, nil
+}
+
+// admission creates n objects one after another through the API server
+// (and so through the validating webhook) and returns each creation's
+// latency.
+func admission(ctx context.Context, cl client.Client, n int) ([]time.Duration, error) {
+	var out []time.Duration
+	for k := range n {
+		s := seed(fmt.Sprintf("adm-%d", k), fmt.Sprintf("ohmlab/bench-adm/%d", k), benchPath(0))
+		start := time.Now()
+		if err := cl.Create(ctx, s); err != nil {
+			return nil, err
+		}
+		out = append(out, time.Since(start))
+	}
+	return out, nil
+}
+
+// watch follows the VaultSeeds and Events of the seed namespace, as any
+// client would: when each object was first seen Ready, and how many writes
+// the controller made to Kubernetes (status and finalizer updates of
+// VaultSeeds, Events created or updated).
+type watch struct {
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced on every change
+	ready   map[string]time.Time
+	reason  map[string]string
+	writes  int
+}
+
+func startWatch(ctx context.Context, rc *rest.Config, env *e2e.Env) (*watch, error) {
+	c, err := cache.New(rc, cache.Options{Scheme: env.CP.Scheme, DefaultNamespaces: map[string]cache.Config{e2e.SeedNamespace: {}}})
+	if err != nil {
+		return nil, err
+	}
+	w := &watch{changed: make(chan struct{}), ready: map[string]time.Time{}, reason: map[string]string{}}
+	seeds, err := c.GetInformer(ctx, &ohmlabv1alpha1.VaultSeed{})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := seeds.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { w.seed(o, false) },
+		UpdateFunc: func(_, o any) { w.seed(o, true) },
+	}); err != nil {
+		return nil, err
+	}
+	events, err := c.GetInformer(ctx, &eventsv1.Event{})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := events.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { w.write() },
+		UpdateFunc: func(any, any) { w.write() },
+	}); err != nil {
+		return nil, err
+	}
+	go func() { _ = c.Start(ctx) }()
+	if !c.WaitForCacheSync(ctx) {
+		return nil, fmt.Errorf("the benchmark's cache did not sync")
+	}
+	return w, nil
+}
+
+func (w *watch) seed(o any, update bool) {
+	s, ok := o.(*ohmlabv1alpha1.VaultSeed)
+	if !ok {
+		return
+	}
+	now := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if update {
+		w.writes++
+	}
+	if c := meta.FindStatusCondition(s.Status.Conditions, ohmlabv1alpha1.ConditionReady); c != nil {
+		w.reason[s.Name] = c.Reason
+		if _, seen := w.ready[s.Name]; !seen && c.Status == metav1.ConditionTrue {
+			w.ready[s.Name] = now
+		}
+	}
+	close(w.changed)
+	w.changed = make(chan struct{})
+}
+
+func (w *watch) write() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.writes++
+}
+
+func (w *watch) readyAt(name string) time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ready[name]
+}
+
+// until waits until cond, called under the lock on every change, holds.
+func (w *watch) until(ctx context.Context, cond func() bool, tick func()) error {
+	t := time.NewTicker(10 * time.Second)
+	defer t.Stop()
+	for {
+		w.mu.Lock()
+		ok, changed := cond(), w.changed
+		w.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-t.C:
+			if tick != nil {
+				tick()
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (w *watch) countLocked(prefix string, match func(name string) bool) int {
+	n := 0
+	for name := range w.reason {
+		if strings.HasPrefix(name, prefix) && match(name) {
+			n++
+		}
+	}
+	return n
+}
+
+func (w *watch) waitReady(ctx context.Context, prefix string, n int, progress func(string, ...any)) error {
+	ready := func(name string) bool { _, ok := w.ready[name]; return ok }
+	var tick func()
+	if progress != nil {
+		tick = func() {
+			w.mu.Lock()
+			got := w.countLocked(prefix, ready)
+			w.mu.Unlock()
+			progress("%d/%d Ready", got, n)
+		}
+	}
+	return w.until(ctx, func() bool { return w.countLocked(prefix, ready) >= n }, tick)
+}
+
+func (w *watch) waitReason(ctx context.Context, prefix string, n int, reason string) error {
+	return w.until(ctx, func() bool {
+		return w.countLocked(prefix, func(name string) bool { return w.reason[name] == reason }) >= n
+	}, nil)
+}
+
+// figures are counters of the controller and of the watch at one time.
+type figures struct {
+	at         time.Time
+	cpu        float64            // controller CPU-seconds (user + system)
+	requests   map[string]float64 // ohmlab_backend_requests_total by operation
+	reconciles float64            // controller_runtime_reconcile_total{controller="vaultseed"}
+	kubeWrites int
+}
+
+func (f figures) sub(o figures) figures {
+	d := figures{at: f.at, cpu: f.cpu - o.cpu, reconciles: f.reconciles - o.reconciles, kubeWrites: f.kubeWrites - o.kubeWrites, requests: map[string]float64{}}
+	for op, v := range f.requests {
+		d.requests[op] = v - o.requests[op]
+	}
+	d.at = time.Time{}.Add(f.at.Sub(o.at))
+	return d
+}
+
+func (f figures) duration() time.Duration { return f.at.Sub(time.Time{}) }
+
+func sample(ctx context.Context, c *e2e.Controller, w *watch) (figures, error) {
+	f := figures{at: time.Now(), requests: map[string]float64{}}
+	stat, err := procfs.Proc{PID: c.PID()}.Stat()
+	if err != nil {
+		return f, err
+	}
+	f.cpu = stat.CPUTime()
+	families, err := scrape(ctx, "http://"+c.MetricsAddr+"/metrics")
+	if err != nil {
+		return f, err
+	}
+	if mf := families["ohmlab_backend_requests_total"]; mf != nil {
+		for _, m := range mf.GetMetric() {
+			if label(m, "target") == "vault" {
+				f.requests[label(m, "operation")] += m.GetCounter().GetValue()
+			}
+		}
+	}
+	if mf := families["controller_runtime_reconcile_total"]; mf != nil {
+		for _, m := range mf.GetMetric() {
+			if label(m, "controller") == "vaultseed" {
+				f.reconciles += m.GetCounter().GetValue()
+			}
+		}
+	}
+	w.mu.Lock()
+	f.kubeWrites = w.writes
+	w.mu.Unlock()
+	return f, nil
+}
+
+// window returns the counters' increase over d.
+func window(ctx context.Context, c *e2e.Controller, w *watch, d time.Duration) (figures, error) {
+	start, err := sample(ctx, c, w)
+	if err != nil {
+		return figures{}, err
+	}
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+		return figures{}, ctx.Err()
+	}
+	end, err := sample(ctx, c, w)
+	if err != nil {
+		return figures{}, err
+	}
+	return end.sub(start), nil
+}
+
+type report struct {
+	n                        int
+	resync                   time.Duration
+	floor, toReady           time.Duration
+	creation                 figures
+	firstResync, quietResync figures
+	depLatency, admission    []time.Duration
+	hwm, rss                 uint64
+}
+
+func (r report) print(out io.Writer) {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "figure (N=%d, resync %s)\tvalue\n", r.n, r.resync)
+	fmt.Fprintf(tw, "bcrypt floor (%d hashes, cost %d, one worker)\t%s\n", r.n, bcrypt.DefaultCost, secs(r.floor))
+	fmt.Fprintf(tw, "all Ready after creation\t%s, %.2fx the floor\n", secs(r.toReady), r.toReady.Seconds()/r.floor.Seconds())
+	total := 0.0
+	for _, v := range r.creation.requests {
+		total += v
+	}
+	fmt.Fprintf(tw, "requests to Ready\t%s: %.0f at %.1f/s; %d Kubernetes writes; %.1f CPU-s\n",
+		ops(r.creation.requests, 1), total, total/r.toReady.Seconds(), r.creation.kubeWrites, r.creation.cpu)
+	for _, row := range []struct {
+		name string
+		f    figures
+	}{{"first resync after creation", r.firstResync}, {"later quiet resync", r.quietResync}} {
+		// Per resync: the window's figures scaled to one reconcile of
+		// each of the N objects.
+		scale := 0.0
+		if row.f.reconciles > 0 {
+			scale = float64(r.n) / row.f.reconciles
+		}
+		fmt.Fprintf(tw, "%s\t%.0f reconciles in %s; per resync of %d objects: Vault %s (%.2f reads per object), %.0f Kubernetes writes, %.2f CPU-s\n",
+			row.name, row.f.reconciles, secs(row.f.duration()), r.n, ops(row.f.requests, scale), row.f.requests["read"]*scale/float64(r.n),
+			float64(row.f.kubeWrites)*scale, row.f.cpu*scale)
+	}
+	fmt.Fprintf(tw, "memory\t%s high-water mark (VmHWM), %s resident at the end\n", mib(r.hwm), mib(r.rss))
+	fmt.Fprintf(tw, "dependent Ready after its source's write\t%s\n", durations(r.depLatency, "max", 100))
+	fmt.Fprintf(tw, "admission of one more object (%d)\t%s\n", len(r.admission), durations(r.admission, "p50", 50, "p90", 90, "p99", 99))
+	_ = tw.Flush()
+}
+
+func secs(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
+
+func mib(b uint64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
+
+// ops lists the requests by operation, scaled.
+func ops(m map[string]float64, scale float64) string {
+	names := make([]string, 0, len(m))
+	for op := range m {
+		names = append(names, op)
+	}
+	sort.Strings(names)
+	parts := []string{}
+	for _, op := range names {
+		if v := m[op] * scale; v >= 0.5 {
+			parts = append(parts, fmt.Sprintf("%.0f %ss", v, op))
+		}
+	}
+	if len(parts) == 0 {
+		return "0 requests"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// durations formats percentiles (nearest rank) of ds: name, percent pairs.
+func durations(ds []time.Duration, pairs ...any) string {
+	if len(ds) == 0 {
+		return "none"
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	var parts []string
+	for i := 0; i+1 < len(pairs); i += 2 {
+		p := pairs[i+1].(int)
+		rank := (p*len(s) + 99) / 100
+		parts = append(parts, fmt.Sprintf("%s %s", pairs[i], s[max(rank, 1)-1].Round(time.Millisecond)))
+	}
+	return strings.Join(parts, ", ")
+}
