@@ -191,7 +191,7 @@ func (cfg VaultConfig) NewManager(ctx context.Context, p Process) (manager.Manag
 	r := &vaultseed.Reconciler{
 		Client:       mgr.GetClient(),
 		KV:           kv,
-		Generator:    templating.Generator{Rand: rand.Reader, Cache: templating.NewHashCache(rand.Reader, 0)},
+		Generator:    templating.Generator{Rand: rand.Reader, Cache: templating.NewHashCache(rand.Reader)},
 		Recorder:     mgr.GetEventRecorder("ohmlab-controller-vault"),
 		Metrics:      vaultseed.NewMetrics(p.Registry),
 		Target:       "vault",

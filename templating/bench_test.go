@@ -60,13 +60,14 @@ func BenchmarkMatchesBcrypt(b *testing.B) {
 	b.Run("uncached", func(b *testing.B) {
 		g := Generator{}
 		for b.Loop() {
-			g.Matches(l, h, "correct horse battery staple")
+			g.Matches(Slot{}, l, h, "correct horse battery staple")
 		}
 	})
 	b.Run("cached", func(b *testing.B) {
-		g := Generator{Cache: NewHashCache(constReader(1), 0)}
+		g := Generator{Cache: NewHashCache(constReader(1))}
+		at := Slot{Object: "ns/o", Key: "h"}
 		for b.Loop() {
-			g.Matches(l, h, "correct horse battery staple")
+			g.Matches(at, l, h, "correct horse battery staple")
 		}
 	})
 }

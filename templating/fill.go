@@ -33,6 +33,9 @@ type FillInput struct {
 	// should not reach Fill). References to the object's own path are
 	// resolved by Fill and need no entry.
 	Refs map[string]string
+	// Object names the object the values are for (its owner marker,
+	// "namespace/name"): Generator.Cache keeps its bcrypt pairs under it.
+	Object string
 }
 
 // Change is one key that Fill changes.
@@ -244,13 +247,16 @@ func (f *filler) fill(k string, regenerate bool) error {
 		switch {
 		case !present:
 			action = ActionCreateField
-		case f.g.Matches(l, Stringify(cur), src):
+		case f.g.Matches(Slot{Object: f.in.Object, Key: k}, l, Stringify(cur), src):
 			return nil
 		}
 		h, err := f.g.Bcrypt(src)
 		if err != nil {
 			return err
 		}
+		// The hash this process made needs no bcrypt compare at the
+		// next resync.
+		f.g.Cache.Record(Slot{Object: f.in.Object, Key: k}, h, src)
 		return f.set(k, action, h)
 	case l.Kind == KindAgePublic:
 		v, _ := f.value(f.secret)

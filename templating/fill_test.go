@@ -308,8 +308,8 @@ func TestFillErrors(t *testing.T) {
 func TestFillUsesHashCache(t *testing.T) {
 	a := Analyse(Object{Path: own, Data: map[string]any{"pw": "x", "h": "<bcrypt:pw>"}})
 	g := fillGenerator()
-	g.Cache = NewHashCache(constReader(3), 8)
-	in := FillInput{Current: map[string]any{"pw": "secret", "h": mustHash(t, "secret")}}
+	g.Cache = NewHashCache(constReader(3))
+	in := FillInput{Object: "ns/o", Current: map[string]any{"pw": "secret", "h": mustHash(t, "secret")}}
 	for i := range 3 {
 		got, err := g.Fill(a, in)
 		if err != nil {
@@ -321,6 +321,22 @@ func TestFillUsesHashCache(t *testing.T) {
 	}
 	if g.Cache.Len() != 1 {
 		t.Errorf("cache holds %d pairs, want 1", g.Cache.Len())
+	}
+}
+
+// A hash Fill generates is recorded under its object and key, so the next
+// resync does not bcrypt-compare it.
+func TestFillRecordsGeneratedHash(t *testing.T) {
+	a := Analyse(Object{Path: own, Data: map[string]any{"pw": "<random:12>", "h": "<bcrypt:pw>"}})
+	g := fillGenerator()
+	g.Cache = NewHashCache(constReader(3))
+	got, err := g.Fill(a, FillInput{Object: "ns/o"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw, h := got.Values["pw"].(string), got.Values["h"].(string)
+	if d, ok := g.Cache.objects["ns/o"]["h"]; !ok || d != g.Cache.digest(h, pw) {
+		t.Errorf("the generated pair is not recorded under ns/o h (slots %d)", g.Cache.Len())
 	}
 }
 

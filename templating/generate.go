@@ -39,7 +39,8 @@ type Generator struct {
 	// 31, hashing fails.
 	BcryptCost int
 	// Cache, when set, spares bcrypt's cost when [Generator.Matches] checks
-	// a (hash, source) pair it has verified before. May be nil.
+	// a (hash, source) pair it has verified or [Generator.Fill] generated
+	// before in the same slot. May be nil.
 	Cache *HashCache
 }
 
@@ -154,19 +155,16 @@ func (g Generator) Bcrypt(src string) (string, error) {
 // Matches reports whether the stored value of a derived leaf still derives
 // from source (product document, "References follow their source": a hash
 // is rewritten only when it stops matching):
-//   - bcrypt: stored is a bcrypt hash of source (through g.Cache when set);
-//     false for a source over 72 bytes;
+//   - bcrypt: stored is a bcrypt hash of source (through g.Cache, under the
+//     slot at, when set); false for a source over 72 bytes;
 //   - age-public: stored is AgePublic(source), source being the secret;
 //     false when source is not an age secret.
 //
 // It returns false for every other kind.
-func (g Generator) Matches(l Leaf, stored, source string) bool {
+func (g Generator) Matches(at Slot, l Leaf, stored, source string) bool {
 	switch l.Kind {
 	case KindBcrypt:
-		if g.Cache != nil {
-			return g.Cache.Matches(stored, source)
-		}
-		return bcryptMatches(stored, source)
+		return g.Cache.Matches(at, stored, source)
 	case KindAgePublic:
 		pub, err := AgePublic(source)
 		return err == nil && pub == stored

@@ -321,10 +321,10 @@ func TestBcryptProperties(t *testing.T) {
 		if bcrypt.CompareHashAndPassword([]byte(h), []byte(src)) != nil {
 			t.Errorf("hash of a %d-character source does not verify", n)
 		}
-		if !g.Matches(Leaf{Kind: KindBcrypt}, h, src) {
+		if !g.Matches(Slot{}, Leaf{Kind: KindBcrypt}, h, src) {
 			t.Errorf("Matches refuses the hash of a %d-character source", n)
 		}
-		if g.Matches(Leaf{Kind: KindBcrypt}, h, src+"x") {
+		if g.Matches(Slot{}, Leaf{Kind: KindBcrypt}, h, src+"x") {
 			t.Errorf("Matches accepts another source")
 		}
 		if seen[h] {
@@ -396,12 +396,12 @@ func TestMatches(t *testing.T) {
 			g := g
 			if cached {
 				name += " cached"
-				g.Cache = NewHashCache(constReader(7), 8)
+				g.Cache = NewHashCache(constReader(7))
 			}
 			t.Run(name, func(t *testing.T) {
 				// Twice: the second answer may come from the cache.
 				for range 2 {
-					if got := g.Matches(tt.leaf, tt.stored, tt.source); got != tt.want {
+					if got := g.Matches(Slot{Object: "ns/o", Key: "h"}, tt.leaf, tt.stored, tt.source); got != tt.want {
 						t.Errorf("Matches() = %v, want %v", got, tt.want)
 					}
 				}

@@ -8,38 +8,35 @@ import (
 	"sync"
 )
 
-// DefaultHashCacheEntries is the size of a [HashCache] created with
-// maxEntries < 1.
-const DefaultHashCacheEntries = 4096
+// Slot is where a bcrypt hash lives: the object (its owner marker,
+// "namespace/name") and the dotted key path of the hash.
+type Slot struct {
+	Object, Key string
+}
 
-// HashCache remembers (bcrypt hash, source) pairs that bcrypt verified, so
-// that a resync does not pay bcrypt's cost again for an unchanged pair
-// (product document, "Quiet resyncs"). It keeps only an HMAC-SHA256 digest of
-// each pair under a random key drawn when the cache is made, never the hash
-// or the source. It holds at most its size in entries and forgets the oldest
-// first. Safe for concurrent use. Make it with [NewHashCache]; the zero
-// value caches nothing.
+// HashCache remembers, for each [Slot] it serves, the last (bcrypt hash,
+// source) pair that bcrypt verified there or that this process generated
+// there, so that a resync does not pay bcrypt's cost again for an unchanged
+// pair (product document, "Quiet resyncs"; issue 13). It holds one entry
+// per slot, so its size follows the objects it serves rather than a fixed
+// bound: there is no size above which every resync pays bcrypt again.
+// [HashCache.Forget] drops the slots of a deleted object. An entry is an
+// HMAC-SHA256 digest of the pair under a random key drawn when the cache is
+// made, never the hash or the source. Safe for concurrent use. Make it with
+// [NewHashCache]; a nil *HashCache caches nothing.
 type HashCache struct {
 	key []byte // nil: the cache is disabled and every lookup runs bcrypt
 
 	mu      sync.Mutex
-	entries map[[sha256.Size]byte]struct{}
-	order   [][sha256.Size]byte // ring of the entries, oldest at next
-	next    int
+	objects map[string]map[string][sha256.Size]byte // object -> key -> digest
+	slots   int
 }
 
-// NewHashCache returns a cache of at most maxEntries pairs (about 100 bytes
-// each), DefaultHashCacheEntries when maxEntries < 1, keyed by 32 bytes read
-// from rand (crypto/rand.Reader in production). If rand fails, the cache is
-// disabled: [HashCache.Matches] still answers, through bcrypt every time.
-func NewHashCache(rand io.Reader, maxEntries int) *HashCache {
-	if maxEntries < 1 {
-		maxEntries = DefaultHashCacheEntries
-	}
-	c := &HashCache{
-		entries: make(map[[sha256.Size]byte]struct{}),
-		order:   make([][sha256.Size]byte, 0, maxEntries),
-	}
+// NewHashCache returns an empty cache keyed by 32 bytes read from rand
+// (crypto/rand.Reader in production). If rand fails, the cache is disabled:
+// [HashCache.Matches] still answers, through bcrypt every time.
+func NewHashCache(rand io.Reader) *HashCache {
+	c := &HashCache{objects: make(map[string]map[string][sha256.Size]byte)}
 	key := make([]byte, 32)
 	if _, err := io.ReadFull(rand, key); err == nil {
 		c.key = key
@@ -48,44 +45,72 @@ func NewHashCache(rand io.Reader, maxEntries int) *HashCache {
 }
 
 // Matches reports whether hash is a bcrypt hash of source: from the cache
-// when the pair was verified before, else by bcrypt.CompareHashAndPassword,
-// remembering the pair when it matches. Mismatches are not remembered. A
-// source over 72 bytes never matches.
-func (c *HashCache) Matches(hash, source string) bool {
-	if c.key == nil {
+// when the slot holds this very pair, else by bcrypt.CompareHashAndPassword,
+// remembering the pair in the slot when it matches (so an unchanged pair is
+// compared at most once in the life of the process). Mismatches are not
+// remembered. A source over 72 bytes never matches.
+func (c *HashCache) Matches(at Slot, hash, source string) bool {
+	if c == nil || c.key == nil {
 		return bcryptMatches(hash, source)
 	}
 	d := c.digest(hash, source)
 	c.mu.Lock()
-	_, hit := c.entries[d]
+	held, ok := c.objects[at.Object][at.Key]
 	c.mu.Unlock()
-	if hit {
+	if ok && held == d {
 		return true
 	}
 	if !bcryptMatches(hash, source) {
 		return false
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.entries[d]; ok {
-		return true
-	}
-	if len(c.order) < cap(c.order) {
-		c.order = append(c.order, d)
-	} else {
-		delete(c.entries, c.order[c.next])
-		c.order[c.next] = d
-		c.next = (c.next + 1) % len(c.order)
-	}
-	c.entries[d] = struct{}{}
+	c.store(at, d)
 	return true
 }
 
-// Len returns the number of pairs the cache holds.
-func (c *HashCache) Len() int {
+// Record remembers that hash was generated from source for the slot, so
+// that the next [HashCache.Matches] of the pair costs no bcrypt. The caller
+// vouches for the pair: record only what [Generator.Bcrypt] returned for
+// source.
+func (c *HashCache) Record(at Slot, hash, source string) {
+	if c == nil || c.key == nil || len(source) > MaxBcryptInput {
+		return
+	}
+	c.store(at, c.digest(hash, source))
+}
+
+// Forget drops every slot of object (a deleted object).
+func (c *HashCache) Forget(object string) {
+	if c == nil {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.entries)
+	c.slots -= len(c.objects[object])
+	delete(c.objects, object)
+}
+
+// Len returns the number of slots the cache holds.
+func (c *HashCache) Len() int {
+	if c == nil {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.slots
+}
+
+func (c *HashCache) store(at Slot, d [sha256.Size]byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	keys := c.objects[at.Object]
+	if keys == nil {
+		keys = make(map[string][sha256.Size]byte, 1)
+		c.objects[at.Object] = keys
+	}
+	if _, ok := keys[at.Key]; !ok {
+		c.slots++
+	}
+	keys[at.Key] = d
 }
 
 // digest is HMAC-SHA256(key, len(hash) || hash || source): the length

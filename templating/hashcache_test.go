@@ -1,13 +1,15 @@
 package templating
 
 import (
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
 	"golang.org/x/crypto/bcrypt"
 )
 
-func hashes(t *testing.T, sources ...string) []string {
+func hashes(t testing.TB, sources ...string) []string {
 	t.Helper()
 	g := Generator{BcryptCost: bcrypt.MinCost}
 	var out []string
@@ -21,30 +23,47 @@ func hashes(t *testing.T, sources ...string) []string {
 	return out
 }
 
+// fake is not a bcrypt hash: bcrypt refuses it, so a Matches that accepts
+// it answered from the cache, without bcrypt.
+const fake = "not-a-bcrypt-hash"
+
+// op is one call on a HashCache: "match" (want is its answer), "record" or
+// "forget" (of at.Object).
+type op struct {
+	do           string
+	at           Slot
+	hash, source string
+	want         bool
+}
+
 func TestHashCache(t *testing.T) {
-	h := hashes(t, "a", "b", "c")
+	h := hashes(t, "a", "b")
+	s1, s2, s3 := Slot{"ns/one", "h"}, Slot{"ns/one", "other.h"}, Slot{"ns/two", "h"}
 	tests := []struct {
 		name    string
-		size    int
-		calls   [][2]string // (hash, source)
-		want    []bool
+		ops     []op
 		wantLen int
 	}{
-		{name: "miss then hit", size: 4, calls: [][2]string{{h[0], "a"}, {h[0], "a"}}, want: []bool{true, true}, wantLen: 1},
-		{name: "mismatch not remembered", size: 4, calls: [][2]string{{h[0], "b"}, {h[0], "b"}}, want: []bool{false, false}, wantLen: 0},
-		{name: "not a hash", size: 4, calls: [][2]string{{"a", "a"}}, want: []bool{false}, wantLen: 0},
-		{name: "bounded, oldest forgotten", size: 2, calls: [][2]string{{h[0], "a"}, {h[1], "b"}, {h[2], "c"}, {h[0], "a"}}, want: []bool{true, true, true, true}, wantLen: 2},
-		{name: "default size", size: 0, calls: [][2]string{{h[0], "a"}, {h[1], "b"}, {h[2], "c"}}, want: []bool{true, true, true}, wantLen: 3},
-		{name: "source over 72 bytes", size: 4, calls: [][2]string{{h[0], "a" + string(make([]byte, 72))}}, want: []bool{false}, wantLen: 0},
+		{name: "miss then hit", ops: []op{{"match", s1, h[0], "a", true}, {"match", s1, h[0], "a", true}}, wantLen: 1},
+		{name: "a hit needs no bcrypt", ops: []op{{"match", s1, h[0], "a", true}, {"record", s1, fake, "a", false}, {"match", s1, fake, "a", true}}, wantLen: 1},
+		{name: "mismatch not remembered", ops: []op{{"match", s1, h[0], "b", false}, {"match", s1, h[0], "b", false}}, wantLen: 0},
+		{name: "not a hash", ops: []op{{"match", s1, "a", "a", false}}, wantLen: 0},
+		{name: "a generated hash is not compared again", ops: []op{{"record", s1, fake, "a", false}, {"match", s1, fake, "a", true}}, wantLen: 1},
+		{name: "a recorded pair is for its source only", ops: []op{{"record", s1, fake, "a", false}, {"match", s1, fake, "b", false}}, wantLen: 1},
+		{name: "a slot holds its last pair", ops: []op{{"record", s1, fake, "a", false}, {"match", s1, h[1], "b", true}, {"match", s1, fake, "a", false}, {"match", s1, h[1], "b", true}}, wantLen: 1},
+		{name: "slots are apart", ops: []op{{"record", s1, fake, "a", false}, {"match", s2, fake, "a", false}, {"match", s3, fake, "a", false}}, wantLen: 1},
+		{name: "forget drops the object's slots only", ops: []op{
+			{"record", s1, fake, "a", false}, {"record", s2, fake, "a", false}, {"record", s3, fake, "a", false},
+			{"forget", s1, "", "", false},
+			{"match", s1, fake, "a", false}, {"match", s2, fake, "a", false}, {"match", s3, fake, "a", true},
+		}, wantLen: 1},
+		{name: "forget an unknown object", ops: []op{{"forget", s1, "", "", false}}, wantLen: 0},
+		{name: "source over 72 bytes", ops: []op{{"record", s1, fake, strings.Repeat("a", 73), false}, {"match", s1, fake, strings.Repeat("a", 73), false}}, wantLen: 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := NewHashCache(constReader(1), tt.size)
-			for i, call := range tt.calls {
-				if got := c.Matches(call[0], call[1]); got != tt.want[i] {
-					t.Errorf("call %d: Matches() = %v, want %v", i, got, tt.want[i])
-				}
-			}
+			c := NewHashCache(constReader(1))
+			run(t, c, tt.ops)
 			if got := c.Len(); got != tt.wantLen {
 				t.Errorf("Len() = %d, want %d", got, tt.wantLen)
 			}
@@ -52,25 +71,56 @@ func TestHashCache(t *testing.T) {
 	}
 }
 
-func TestHashCacheHitSkipsBcrypt(t *testing.T) {
-	h := hashes(t, "a")[0]
-	c := NewHashCache(constReader(1), 4)
-	if !c.Matches(h, "a") {
-		t.Fatal("first Matches() = false")
+func run(t *testing.T, c *HashCache, ops []op) {
+	t.Helper()
+	for i, o := range ops {
+		switch o.do {
+		case "match":
+			if got := c.Matches(o.at, o.hash, o.source); got != o.want {
+				t.Errorf("op %d: Matches(%v) = %v, want %v", i, o.at, got, o.want)
+			}
+		case "record":
+			c.Record(o.at, o.hash, o.source)
+		case "forget":
+			c.Forget(o.at.Object)
+		}
 	}
-	// A pair the cache remembers is answered without bcrypt: plant the
-	// digest of a pair bcrypt would refuse and see it accepted.
-	c.mu.Lock()
-	c.entries[c.digest("not-a-hash", "a")] = struct{}{}
-	c.mu.Unlock()
-	if !c.Matches("not-a-hash", "a") {
-		t.Error("a remembered pair went to bcrypt")
+}
+
+// The cache holds every slot it serves: well past the 4,096 entries of a
+// fixed-size cache, none is forgotten.
+func TestHashCacheHasNoFixedSize(t *testing.T) {
+	const n = 20000
+	c := NewHashCache(constReader(1))
+	for i := range n {
+		c.Record(Slot{Object: fmt.Sprintf("ns/o%d", i), Key: "h"}, fake, "a")
+	}
+	for i := range n {
+		if !c.Matches(Slot{Object: fmt.Sprintf("ns/o%d", i), Key: "h"}, fake, "a") {
+			t.Fatalf("slot %d of %d was forgotten", i, n)
+		}
+	}
+	if c.Len() != n {
+		t.Errorf("Len() = %d, want %d", c.Len(), n)
+	}
+}
+
+func TestHashCacheNil(t *testing.T) {
+	h := hashes(t, "a")[0]
+	var c *HashCache
+	c.Record(Slot{}, fake, "a")
+	c.Forget("ns/o")
+	if !c.Matches(Slot{}, h, "a") || c.Matches(Slot{}, h, "b") || c.Matches(Slot{}, fake, "a") {
+		t.Error("a nil cache answers wrongly")
+	}
+	if c.Len() != 0 {
+		t.Errorf("a nil cache holds %d slots", c.Len())
 	}
 }
 
 func TestHashCacheDigest(t *testing.T) {
-	c := NewHashCache(constReader(1), 4)
-	other := NewHashCache(constReader(2), 4)
+	c := NewHashCache(constReader(1))
+	other := NewHashCache(constReader(2))
 	if c.digest("ab", "c") == c.digest("a", "bc") {
 		t.Error("digest does not separate hash from source")
 	}
@@ -84,33 +134,51 @@ func TestHashCacheDigest(t *testing.T) {
 
 func TestHashCacheDisabledWhenRandFails(t *testing.T) {
 	h := hashes(t, "a")[0]
-	c := NewHashCache(&bytesThenFail{1, 2, 3}, 4)
-	if !c.Matches(h, "a") || c.Matches(h, "b") {
+	c := NewHashCache(&bytesThenFail{1, 2, 3})
+	c.Record(Slot{}, fake, "a")
+	if !c.Matches(Slot{}, h, "a") || c.Matches(Slot{}, h, "b") || c.Matches(Slot{}, fake, "a") {
 		t.Error("a disabled cache answers wrongly")
 	}
 	if c.Len() != 0 {
-		t.Errorf("a disabled cache holds %d entries", c.Len())
+		t.Errorf("a disabled cache holds %d slots", c.Len())
 	}
 }
 
 func TestHashCacheConcurrent(t *testing.T) {
 	h := hashes(t, "a", "b")
-	c := NewHashCache(constReader(1), 1)
+	c := NewHashCache(constReader(1))
 	var wg sync.WaitGroup
 	for i := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
+			at := Slot{Object: fmt.Sprintf("ns/o%d", i%4), Key: "h"}
 			src := []string{"a", "b"}[i%2]
 			for range 5 {
-				if !c.Matches(h[i%2], src) {
+				if !c.Matches(at, h[i%2], src) {
 					t.Error("Matches() = false")
 				}
 			}
-		}()
+			c.Forget("ns/o3")
+		})
 	}
 	wg.Wait()
-	if c.Len() != 1 {
-		t.Errorf("Len() = %d, want 1", c.Len())
+	if n := c.Len(); n < 3 || n > 4 {
+		t.Errorf("Len() = %d, want 3 or 4", n)
+	}
+}
+
+// BenchmarkHashCache is the cost of one resync's check of an unchanged hash
+// among 10,000 objects: a hit, no bcrypt.
+func BenchmarkHashCache(b *testing.B) {
+	c := NewHashCache(constReader(1))
+	h := hashes(b, "correct horse battery staple")[0]
+	for i := range 10000 {
+		c.Record(Slot{Object: fmt.Sprintf("ns/o%d", i), Key: "h"}, h, "correct horse battery staple")
+	}
+	at := Slot{Object: "ns/o5000", Key: "h"}
+	b.ResetTimer()
+	for b.Loop() {
+		if !c.Matches(at, h, "correct horse battery staple") {
+			b.Fatal("miss")
+		}
 	}
 }

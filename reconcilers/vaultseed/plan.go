@@ -223,7 +223,7 @@ func plan(d Desired, o Observed, g templating.Generator) (Plan, error) {
 			delete(kept, k)
 		}
 	}
-	fill, err := g.Fill(d.Analysis, templating.FillInput{Current: kept, Regenerate: regenerate, Refs: refs})
+	fill, err := g.Fill(d.Analysis, templating.FillInput{Current: kept, Regenerate: regenerate, Refs: refs, Object: d.Owner})
 	if err != nil {
 		var empty *templating.EmptySourceError
 		if errors.As(err, &empty) && d.Analysis.Leaves[empty.Key].Kind == templating.KindRef {

@@ -98,6 +98,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, seed); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Metrics.forget(r.Target, req.Namespace, req.Name)
+			r.Generator.Cache.Forget(req.Namespace + "/" + req.Name)
 			r.backoff.Forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}

@@ -124,7 +124,7 @@ func startController(t testing.TB, opts controllerOptions) *fixture {
 	r := &Reconciler{
 		Client:       mgr.GetClient(),
 		KV:           f.kv,
-		Generator:    templating.Generator{BcryptCost: 4, Cache: templating.NewHashCache(rand.Reader, 0)},
+		Generator:    templating.Generator{BcryptCost: 4, Cache: templating.NewHashCache(rand.Reader)},
 		Recorder:     mgr.GetEventRecorder("ohmlab-controller"),
 		Metrics:      NewMetrics(f.metrics),
 		Target:       "vault",
