@@ -1,7 +1,10 @@
 package vaultseed
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Metrics are the per-object metrics of the VaultSeed reconciler. No label
@@ -21,11 +24,18 @@ type Metrics struct {
 	// Ready is ohmlab_object_ready{target,namespace,name,reason}: 1 when
 	// Ready=True, else 0, with the Ready reason; one series per object.
 	Ready *prometheus.GaugeVec
+
+	// readyReason is the reason label of each object's ohmlab_object_ready
+	// series, so that replacing it costs one deletion, not a scan of every
+	// series (issue 13: metrics work per reconcile is O(1)).
+	mu          sync.Mutex
+	readyReason map[types.NamespacedName]string
 }
 
 // NewMetrics creates the reconciler's metrics and registers them with reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
+		readyReason: map[types.NamespacedName]string{},
 		PlannedChanges: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "ohmlab_planned_changes",
 			Help: "Changes a real run would make to the object's path, by action (observe-only mode).",
@@ -59,9 +69,17 @@ func (m *Metrics) setPlanned(namespace, name string, counts map[string]int) {
 	}
 }
 
-// setReady keeps one ohmlab_object_ready series per object.
+// setReady keeps one ohmlab_object_ready series per object: the series of
+// the previous reason, if another, is deleted.
 func (m *Metrics) setReady(target, namespace, name, reason string, ready bool) {
-	m.Ready.DeletePartialMatch(prometheus.Labels{"target": target, "namespace": namespace, "name": name})
+	key := types.NamespacedName{Namespace: namespace, Name: name}
+	m.mu.Lock()
+	old, had := m.readyReason[key]
+	m.readyReason[key] = reason
+	m.mu.Unlock()
+	if had && old != reason {
+		m.Ready.DeleteLabelValues(target, namespace, name, old)
+	}
 	v := 0.0
 	if ready {
 		v = 1
@@ -69,11 +87,20 @@ func (m *Metrics) setReady(target, namespace, name, reason string, ready bool) {
 	m.Ready.WithLabelValues(target, namespace, name, reason).Set(v)
 }
 
-// forget removes every series of a deleted object.
+// forget removes every series of a deleted object, each by its full label
+// values (no scan of the other objects' series).
 func (m *Metrics) forget(target, namespace, name string) {
-	m.PlannedChanges.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
-	obj := prometheus.Labels{"target": target, "namespace": namespace, "name": name}
-	m.DataWrites.DeletePartialMatch(obj)
-	m.LastReconcile.DeletePartialMatch(obj)
-	m.Ready.DeletePartialMatch(obj)
+	for _, action := range actionOrder {
+		m.PlannedChanges.DeleteLabelValues(namespace, name, action)
+	}
+	m.DataWrites.DeleteLabelValues(target, namespace, name)
+	m.LastReconcile.DeleteLabelValues(target, namespace, name)
+	key := types.NamespacedName{Namespace: namespace, Name: name}
+	m.mu.Lock()
+	reason, had := m.readyReason[key]
+	delete(m.readyReason, key)
+	m.mu.Unlock()
+	if had {
+		m.Ready.DeleteLabelValues(target, namespace, name, reason)
+	}
 }
