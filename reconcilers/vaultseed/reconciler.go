@@ -17,7 +17,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -67,14 +66,15 @@ type Reconciler struct {
 	ObserveOnly bool
 	// AllowDelete lets deletionPolicy Delete remove paths.
 	AllowDelete bool
-	// ResyncPeriod is how often every object is reconciled again (a little
-	// jitter is added).
+	// ResyncPeriod is how often every object is reconciled again (each at
+	// its own phase of the period, see resync).
 	ResyncPeriod time.Duration
 	// Timeout bounds one reconcile.
 	Timeout time.Duration
 
 	backoff    workqueue.TypedRateLimiter[types.NamespacedName]
 	dependents chan event.TypedGenericEvent[*ohmlabv1alpha1.VaultSeed]
+	sources    *sources
 }
 
 // outcome is what one reconcile of a live object found and did.
@@ -121,7 +121,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{RequeueAfter: r.backoff.When(req.NamespacedName)}, nil
 	}
 	r.backoff.Forget(req.NamespacedName)
-	return ctrl.Result{RequeueAfter: wait.Jitter(r.ResyncPeriod, 0.1)}, nil
+	return r.resync(req.NamespacedName, time.Now()), nil
 }
 
 // sync observes, plans and applies. The error is for failures of the
@@ -194,15 +194,19 @@ func observeOnlyOutcome(p Plan, version int) outcome {
 		drifted: &yes, driftMessage: summary, finished: true}, plan: &p, version: version}
 }
 
-// observe reads the path and every path it references: one request each.
+// observe reads the path (always from Vault) and every path it references
+// (one read per path and resync period, through r.sources).
 func (r *Reconciler) observe(ctx context.Context, path string, refPaths []string) (Observed, error) {
 	own, err := r.KV.Read(ctx, path)
 	if err != nil {
 		return Observed{}, err
 	}
+	if r.sources.put(path, own) {
+		r.notifyDependents(ctx, path)
+	}
 	o := Observed{Path: own, Refs: make(map[string]*vaultkv.Secret, len(refPaths))}
 	for _, p := range refPaths {
-		if o.Refs[p], err = r.KV.Read(ctx, p); err != nil {
+		if o.Refs[p], err = r.sources.read(ctx, r.KV, p); err != nil {
 			return Observed{}, err
 		}
 	}
@@ -226,6 +230,7 @@ func (r *Reconciler) apply(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, 
 			return 0, err
 		}
 		version = v
+		r.sources.wrote(path, v, p.Data)
 		r.Metrics.DataWrites.WithLabelValues(r.Target, seed.Namespace, seed.Name).Inc()
 		r.notifyDependents(ctx, path)
 	}
@@ -395,6 +400,7 @@ func (r *Reconciler) deletePath(ctx context.Context, seed *ohmlabv1alpha1.VaultS
 	if err := r.KV.Delete(ctx, seed.Spec.Path); err != nil {
 		return err
 	}
+	r.sources.forget(seed.Spec.Path)
 	r.Recorder.Eventf(seed, nil, corev1.EventTypeNormal, "Deleted", "Delete", "deleted the path and all its versions")
 	ctrl.LoggerFrom(ctx).Info("deleted the path", "path", seed.Spec.Path)
 	return nil

@@ -2,6 +2,7 @@ package vaultseed
 
 import (
 	"context"
+	"hash/fnv"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -24,19 +25,55 @@ import (
 // the indexes of IndexFields. Only spec changes and deletions trigger a
 // reconcile (status and annotation updates do not); writes to a path
 // trigger the objects that reference it.
+//
+// The work queue is controller-runtime's priority queue (issue 13: no
+// object waits behind resyncs). A created or changed object, and a
+// dependent whose source was written, are queued at the default priority;
+// the objects of the initial list (a start or a restart) and every resync
+// (see resync) at handler.LowPriority, so new work is reconciled before any
+// resync that is merely due. Within one priority the queue is first in,
+// first out, so a resync waits at most for the work queued before it.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 	if r.Timeout == 0 {
 		r.Timeout = 2 * time.Minute
 	}
 	r.backoff = workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](backoffBase, backoffMax)
 	r.dependents = make(chan event.TypedGenericEvent[*ohmlabv1alpha1.VaultSeed], 1024)
+	r.sources = newSources(r.ResyncPeriod, time.Now)
 	deleting := predicate.NewPredicateFuncs(func(o client.Object) bool { return !o.GetDeletionTimestamp().IsZero() })
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("vaultseed").
 		For(&ohmlabv1alpha1.VaultSeed{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, deleting))).
 		WatchesRawSource(source.Channel(r.dependents, &handler.TypedEnqueueRequestForObject[*ohmlabv1alpha1.VaultSeed]{})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency, RecoverPanic: new(true)}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency, RecoverPanic: new(true), UsePriorityQueue: new(true)}).
 		Complete(r)
+}
+
+// resync is the result of a reconcile that finished: come back when the
+// object's next resync is due, at low priority. Each object's resyncs fall
+// at a fixed phase of the period, drawn from its name, rather than one
+// period after its last reconcile: the resyncs of objects created or
+// restarted together spread evenly over the period instead of coming back
+// as one burst every period (issue 13: bcrypt compares after a restart are
+// spread over the first resync), and no object waits more than one period.
+func (r *Reconciler) resync(key types.NamespacedName, now time.Time) ctrl.Result {
+	return ctrl.Result{RequeueAfter: untilPhase(key, r.ResyncPeriod, now), Priority: new(handler.LowPriority)}
+}
+
+// untilPhase returns the time from now to the next instant whose offset in
+// the period (from the Unix epoch) is key's phase: in (0, period].
+func untilPhase(key types.NamespacedName, period time.Duration, now time.Time) time.Duration {
+	if period <= 0 {
+		return 0
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(key.String()))
+	phase := int64(h.Sum64() % uint64(period))
+	elapsed := (now.UnixNano() - phase) % int64(period)
+	if elapsed < 0 {
+		elapsed += int64(period)
+	}
+	return period - time.Duration(elapsed)
 }
 
 // notifyDependents enqueues the objects that reference path, so a RefPending

@@ -1,0 +1,181 @@
+package vaultseed
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ohmlab/ohmlab-controller/vaultkv"
+	"github.com/ohmlab/ohmlab-controller/vaultkv/fake"
+)
+
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+const srcPath = "ohmlab/src"
+
+// sourcesFixture is a fake Vault holding srcPath at version 1, and an
+// empty sources over it with a one-minute period.
+func sourcesFixture(t *testing.T) (*fake.KV, *sources, *clock) {
+	t.Helper()
+	kv := fake.New()
+	if _, err := kv.Write(context.Background(), srcPath, map[string]any{"password": "one"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	c := &clock{t: time.Unix(1000, 0)}
+	return kv, newSources(time.Minute, c.now), c
+}
+
+func readVersion(t *testing.T, s *sources, kv vaultkv.KV, path string) int {
+	t.Helper()
+	got, err := s.read(context.Background(), kv, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got.Version
+}
+
+func TestSources(t *testing.T) {
+	tests := []struct {
+		name string
+		// steps runs against the fixture; it returns the version a
+		// dependent reads at the end.
+		steps       func(t *testing.T, kv *fake.KV, dep vaultkv.KV, s *sources, c *clock)
+		wantVersion int
+		wantReads   int
+	}{
+		{name: "one read serves every dependent of the period", wantVersion: 1, wantReads: 1, steps: func(t *testing.T, kv *fake.KV, dep vaultkv.KV, s *sources, c *clock) {
+			for range 4 {
+				readVersion(t, s, dep, srcPath)
+				c.t = c.t.Add(10 * time.Second)
+			}
+		}},
+		{name: "read again once the period is over", wantVersion: 1, wantReads: 2, steps: func(t *testing.T, kv *fake.KV, dep vaultkv.KV, s *sources, c *clock) {
+			readVersion(t, s, dep, srcPath)
+			c.t = c.t.Add(time.Minute)
+		}},
+		{name: "the source's own read refreshes the entry", wantVersion: 2, wantReads: 1, steps: func(t *testing.T, kv *fake.KV, dep vaultkv.KV, s *sources, c *clock) {
+			readVersion(t, s, dep, srcPath)
+			if _, err := kv.Write(context.Background(), srcPath, map[string]any{"password": "two"}, 1); err != nil {
+				t.Fatal(err)
+			}
+			own, _ := kv.Read(context.Background(), srcPath)
+			if !s.put(srcPath, own) {
+				t.Error("put of a newer version does not report a change")
+			}
+		}},
+		{name: "an own read before any dependent serves them", wantVersion: 1, wantReads: 0, steps: func(t *testing.T, kv *fake.KV, dep vaultkv.KV, s *sources, c *clock) {
+			own, _ := kv.Read(context.Background(), srcPath)
+			if s.put(srcPath, own) {
+				t.Error("a first put reports a change")
+			}
+			if s.put(srcPath, own) {
+				t.Error("a put of the same version reports a change")
+			}
+		}},
+		{name: "an older version does not replace a newer one", wantVersion: 3, wantReads: 0, steps: func(t *testing.T, kv *fake.KV, dep vaultkv.KV, s *sources, c *clock) {
+			s.wrote(srcPath, 3, map[string]any{"password": "three"})
+			if s.put(srcPath, &vaultkv.Secret{Exists: true, Version: 2}) {
+				t.Error("an older version reports a change")
+			}
+		}},
+		{name: "the controller's write refreshes the entry", wantVersion: 2, wantReads: 1, steps: func(t *testing.T, kv *fake.KV, dep vaultkv.KV, s *sources, c *clock) {
+			readVersion(t, s, dep, srcPath)
+			s.wrote(srcPath, 2, map[string]any{"password": "two"})
+		}},
+		{name: "forget drops the entry", wantVersion: 1, wantReads: 2, steps: func(t *testing.T, kv *fake.KV, dep vaultkv.KV, s *sources, c *clock) {
+			readVersion(t, s, dep, srcPath)
+			s.forget(srcPath)
+		}},
+		{name: "a deleted path drops the entry", wantVersion: 1, wantReads: 2, steps: func(t *testing.T, kv *fake.KV, dep vaultkv.KV, s *sources, c *clock) {
+			readVersion(t, s, dep, srcPath)
+			if !s.put(srcPath, &vaultkv.Secret{Exists: true, Version: 2, Deleted: true}) {
+				t.Error("a deleted path does not report a change")
+			}
+		}},
+		{name: "a failed read is not remembered", wantVersion: 1, wantReads: 2, steps: func(t *testing.T, kv *fake.KV, dep vaultkv.KV, s *sources, c *clock) {
+			kv.FailNext(vaultkv.OpRead, vaultkv.ErrUnavailable)
+			if _, err := s.read(context.Background(), dep, srcPath); err == nil {
+				t.Error("a failed read returns no error")
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			kv, s, c := sourcesFixture(t)
+			dep := &countingKV{KV: kv}
+			tt.steps(t, kv, dep, s, c)
+			if got := readVersion(t, s, dep, srcPath); got != tt.wantVersion {
+				t.Errorf("a dependent reads version %d, want %d", got, tt.wantVersion)
+			}
+			if dep.reads != tt.wantReads {
+				t.Errorf("%d Vault reads by dependents, want %d", dep.reads, tt.wantReads)
+			}
+		})
+	}
+}
+
+// countingKV counts the reads made through it: the dependents' reads, apart
+// from the own reads the tests make on the fake directly.
+type countingKV struct {
+	vaultkv.KV
+	reads int
+}
+
+func (c *countingKV) Read(ctx context.Context, path string) (*vaultkv.Secret, error) {
+	c.reads++
+	return c.KV.Read(ctx, path)
+}
+
+func TestSourcesAbsentIsNotRemembered(t *testing.T) {
+	kv, s, _ := sourcesFixture(t)
+	dep := &countingKV{KV: kv}
+	for range 3 {
+		if got, err := s.read(context.Background(), dep, "ohmlab/missing"); err != nil || got.Exists {
+			t.Fatalf("read of a missing path = %+v, %v", got, err)
+		}
+	}
+	if dep.reads != 3 {
+		t.Errorf("%d reads of a missing path, want 3 (a waiting dependent must see its source appear)", dep.reads)
+	}
+}
+
+func TestSourcesSweep(t *testing.T) {
+	kv, s, c := sourcesFixture(t)
+	for _, p := range []string{"ohmlab/a", "ohmlab/b"} {
+		s.wrote(p, 1, map[string]any{"k": "v"})
+	}
+	c.t = c.t.Add(time.Minute)
+	readVersion(t, s, kv, srcPath)
+	if len(s.entries) != 1 {
+		t.Errorf("%d entries after a period, want 1 (stale entries are swept)", len(s.entries))
+	}
+}
+
+func TestSourcesKeepNoMetadata(t *testing.T) {
+	_, s, _ := sourcesFixture(t)
+	s.put(srcPath, &vaultkv.Secret{Exists: true, Version: 1, Data: map[string]any{"k": "v"}, CustomMetadata: map[string]string{"ohmlab.fr/owner": "ns/o"}})
+	if e := s.entries[srcPath]; e.secret.CustomMetadata != nil || e.secret.Data["k"] != "v" {
+		t.Errorf("entry = %+v, want the data only", e.secret)
+	}
+}
+
+func TestSourcesNil(t *testing.T) {
+	kv, _, _ := sourcesFixture(t)
+	var s *sources
+	dep := &countingKV{KV: kv}
+	s.wrote(srcPath, 2, nil)
+	s.forget(srcPath)
+	if s.put(srcPath, &vaultkv.Secret{Exists: true, Version: 2}) {
+		t.Error("a nil sources reports a change")
+	}
+	for range 2 {
+		if got := readVersion(t, s, dep, srcPath); got != 1 {
+			t.Errorf("read version %d, want 1", got)
+		}
+	}
+	if dep.reads != 2 {
+		t.Errorf("%d reads, want 2", dep.reads)
+	}
+}
