@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -75,6 +76,7 @@ type Reconciler struct {
 	backoff    workqueue.TypedRateLimiter[types.NamespacedName]
 	dependents chan event.TypedGenericEvent[*ohmlabv1alpha1.VaultSeed]
 	sources    *sources
+	seen       sync.Map // types.NamespacedName -> struct{}: reconciled or asked for since the start
 }
 
 // outcome is what one reconcile of a live object found and did.
@@ -98,7 +100,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, seed); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Metrics.forget(r.Target, req.Namespace, req.Name)
-			r.Generator.Cache.Forget(req.Namespace + "/" + req.Name)
+			r.forgetObject(req.NamespacedName)
 			r.backoff.Forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
@@ -109,6 +111,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if err := r.syncFinalizer(ctx, seed); err != nil {
 		return ctrl.Result{}, err
+	}
+	if r.deferAfterStart(seed) {
+		return r.resync(req.NamespacedName, time.Now()), nil
 	}
 	out, err := r.sync(ctx, seed)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -86,6 +87,8 @@ func (r *Reconciler) notifyDependents(ctx context.Context, path string) {
 		return
 	}
 	for i := range list.Items {
+		// Asked for: not deferred to its phase after a start.
+		r.seen.Store(client.ObjectKeyFromObject(&list.Items[i]), struct{}{})
 		select {
 		case r.dependents <- event.TypedGenericEvent[*ohmlabv1alpha1.VaultSeed]{Object: &list.Items[i]}:
 		case <-ctx.Done():
@@ -114,4 +117,31 @@ func (r *Reconciler) cycle(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, 
 		}
 	}
 	return "", nil
+}
+
+// deferAfterStart reports whether the first reconcile of seed in this
+// process waits for the object's resync phase instead of running now: when
+// the object was Ready at its current generation before the process
+// started (its status says so) and nothing asked for it since (a
+// dependent's source written). After a restart, the objects of the initial
+// list are then reconciled, and their hashes compared once each, spread
+// over the first resync period rather than in one burst (issue 13). A
+// created or changed object, one that was not Ready, and every later
+// reconcile run at once. Its Ready metric is set from the status meanwhile.
+func (r *Reconciler) deferAfterStart(seed *ohmlabv1alpha1.VaultSeed) bool {
+	if _, seen := r.seen.LoadOrStore(client.ObjectKeyFromObject(seed), struct{}{}); seen {
+		return false
+	}
+	ready := findCondition(seed, ohmlabv1alpha1.ConditionReady)
+	if ready == nil || ready.Status != metav1.ConditionTrue || ready.ObservedGeneration != seed.Generation || seed.Status.ObservedGeneration != seed.Generation {
+		return false
+	}
+	r.Metrics.setReady(r.Target, seed.Namespace, seed.Name, ready.Reason, true)
+	return true
+}
+
+// forgetObject drops what the process remembers of a deleted object.
+func (r *Reconciler) forgetObject(key types.NamespacedName) {
+	r.Generator.Cache.Forget(key.Namespace + "/" + key.Name)
+	r.seen.Delete(key)
 }

@@ -5,8 +5,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+
+	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
 )
 
 func TestUntilPhase(t *testing.T) {
@@ -61,5 +66,55 @@ func TestResyncIsLowPriority(t *testing.T) {
 	}
 	if res.RequeueAfter <= 0 || res.RequeueAfter > time.Minute {
 		t.Errorf("resync after %s, want within the period", res.RequeueAfter)
+	}
+}
+
+func TestDeferAfterStart(t *testing.T) {
+	ready := func(gen, observed int64, status metav1.ConditionStatus) *ohmlabv1alpha1.VaultSeed {
+		s := &ohmlabv1alpha1.VaultSeed{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "o", Generation: gen}}
+		s.Status.ObservedGeneration = observed
+		s.Status.Conditions = []metav1.Condition{{Type: ohmlabv1alpha1.ConditionReady, Status: status, Reason: ohmlabv1alpha1.ReasonReconciled, ObservedGeneration: observed}}
+		return s
+	}
+	tests := []struct {
+		name  string
+		seed  *ohmlabv1alpha1.VaultSeed
+		asked bool // a dependent's source was written before the first reconcile
+		want  []bool
+	}{
+		{name: "Ready before the start: the first reconcile waits for its phase, the next run", seed: ready(2, 2, metav1.ConditionTrue), want: []bool{true, false, false}},
+		{name: "asked for by its source", seed: ready(2, 2, metav1.ConditionTrue), asked: true, want: []bool{false}},
+		{name: "changed while the process was down", seed: ready(3, 2, metav1.ConditionTrue), want: []bool{false}},
+		{name: "not Ready", seed: ready(2, 2, metav1.ConditionFalse), want: []bool{false}},
+		{name: "new, no status", seed: &ohmlabv1alpha1.VaultSeed{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "o", Generation: 1}}, want: []bool{false}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			r := &Reconciler{Metrics: NewMetrics(reg), Target: "vault"}
+			if tt.asked {
+				r.seen.Store(types.NamespacedName{Namespace: "ns", Name: "o"}, struct{}{})
+			}
+			for i, want := range tt.want {
+				if got := r.deferAfterStart(tt.seed); got != want {
+					t.Errorf("reconcile %d: deferAfterStart() = %v, want %v", i, got, want)
+				}
+			}
+			if tt.want[0] {
+				if diff := cmp.Diff([]string{"vault/ns/o Reconciled 1"}, readySeries(t, reg)); diff != "" {
+					t.Errorf("a deferred object's Ready metric (-want +got):\n%s", diff)
+				}
+			}
+		})
+	}
+}
+
+func TestForgetObjectIsSeenAgainAsNew(t *testing.T) {
+	r := &Reconciler{Metrics: NewMetrics(prometheus.NewRegistry())}
+	key := types.NamespacedName{Namespace: "ns", Name: "o"}
+	r.seen.Store(key, struct{}{})
+	r.forgetObject(key)
+	if _, ok := r.seen.Load(key); ok {
+		t.Error("a deleted object is still remembered")
 	}
 }
