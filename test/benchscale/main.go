@@ -56,6 +56,7 @@ type config struct {
 	pairs      int
 	workers    int
 	logDir     string
+	restart    bool
 }
 
 func main() {
@@ -66,6 +67,7 @@ func main() {
 	flag.IntVar(&cfg.admissions, "admissions", 100, "Objects created one at a time for the admission latency.")
 	flag.IntVar(&cfg.pairs, "pairs", 5, "Dependents created before their source, for the dependent-after-source latency.")
 	flag.IntVar(&cfg.workers, "workers", 16, "Concurrent creations of the N objects.")
+	flag.BoolVar(&cfg.restart, "restart", false, "Then restart the controller and watch its first resync period (one period more).")
 	flag.StringVar(&cfg.logDir, "dir", "", "Directory for the environment's files and controller.log (default: a new temporary directory, kept).")
 	flag.Parse()
 	if cfg.controller == "" || cfg.n < 2 {
@@ -182,6 +184,25 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		return err
 	}
 	r.hwm, r.rss = status.VmHWM, status.VmRSS
+	if cfg.restart {
+		progress("restarting the controller; watching its first resync period (%s)", cfg.resync)
+		ctrl.Stop()
+		if ctrl, err = env.StartController(ctx); err != nil {
+			return err
+		}
+		defer ctrl.Stop()
+		// The first minute, then the rest of the period: a burst shows
+		// as most of the period's CPU in its first minute.
+		if r.restartFirstMinute, err = window(ctx, ctrl, w, time.Minute); err != nil {
+			return err
+		}
+		rest, err := window(ctx, ctrl, w, cfg.resync-time.Minute)
+		if err != nil {
+			return err
+		}
+		r.restartPeriod = rest.add(r.restartFirstMinute)
+		r.restarted = true
+	}
 	r.print(out)
 	return nil
 }
@@ -462,6 +483,18 @@ func (f figures) sub(o figures) figures {
 	return d
 }
 
+// add sums two windows' increases.
+func (f figures) add(o figures) figures {
+	d := figures{at: f.at.Add(o.duration()), cpu: f.cpu + o.cpu, reconciles: f.reconciles + o.reconciles, kubeWrites: f.kubeWrites + o.kubeWrites, requests: map[string]float64{}}
+	for op, v := range f.requests {
+		d.requests[op] += v
+	}
+	for op, v := range o.requests {
+		d.requests[op] += v
+	}
+	return d
+}
+
 func (f figures) duration() time.Duration { return f.at.Sub(time.Time{}) }
 
 func sample(ctx context.Context, c *e2e.Controller, w *watch) (figures, error) {
@@ -521,6 +554,9 @@ type report struct {
 	firstResync, quietResync figures
 	depLatency, admission    []time.Duration
 	hwm, rss                 uint64
+
+	restarted                         bool
+	restartFirstMinute, restartPeriod figures
 }
 
 func (r report) print(out io.Writer) {
@@ -547,6 +583,10 @@ func (r report) print(out io.Writer) {
 		fmt.Fprintf(tw, "%s\t%.0f reconciles in %s; per resync of %d objects: Vault %s (%.2f reads per object), %.0f Kubernetes writes, %.2f CPU-s\n",
 			row.name, row.f.reconciles, secs(row.f.duration()), r.n, ops(row.f.requests, scale), row.f.requests["read"]*scale/float64(r.n),
 			float64(row.f.kubeWrites)*scale, row.f.cpu*scale)
+	}
+	if r.restarted {
+		fmt.Fprintf(tw, "first resync period after a restart\t%.0f reconciles, Vault %s, %.2f CPU-s, of which %.2f CPU-s (%.0f reconciles) in the first minute\n",
+			r.restartPeriod.reconciles, ops(r.restartPeriod.requests, 1), r.restartPeriod.cpu, r.restartFirstMinute.cpu, r.restartFirstMinute.reconciles)
 	}
 	fmt.Fprintf(tw, "memory\t%s high-water mark (VmHWM), %s resident at the end\n", mib(r.hwm), mib(r.rss))
 	fmt.Fprintf(tw, "dependent Ready after its source's write\t%s\n", durations(r.depLatency, "max", 100))
