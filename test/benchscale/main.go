@@ -343,6 +343,7 @@ type watch struct {
 	changed chan struct{} // closed and replaced on every change
 	ready   map[string]time.Time
 	reason  map[string]string
+	readyBy map[string]int // objects seen Ready, by name prefix ("bench-")
 	writes  int
 }
 
@@ -351,7 +352,7 @@ func startWatch(ctx context.Context, rc *rest.Config, env *e2e.Env) (*watch, err
 	if err != nil {
 		return nil, err
 	}
-	w := &watch{changed: make(chan struct{}), ready: map[string]time.Time{}, reason: map[string]string{}}
+	w := &watch{changed: make(chan struct{}), ready: map[string]time.Time{}, reason: map[string]string{}, readyBy: map[string]int{}}
 	seeds, err := c.GetInformer(ctx, &ohmlabv1alpha1.VaultSeed{})
 	if err != nil {
 		return nil, err
@@ -394,6 +395,9 @@ func (w *watch) seed(o any, update bool) {
 		w.reason[s.Name] = c.Reason
 		if _, seen := w.ready[s.Name]; !seen && c.Status == metav1.ConditionTrue {
 			w.ready[s.Name] = now
+			if i := strings.IndexByte(s.Name, '-'); i >= 0 {
+				w.readyBy[s.Name[:i+1]]++
+			}
 		}
 	}
 	close(w.changed)
@@ -445,18 +449,19 @@ func (w *watch) countLocked(prefix string, match func(name string) bool) int {
 	return n
 }
 
+// waitReady waits until n objects named prefix... ("bench-") were seen
+// Ready.
 func (w *watch) waitReady(ctx context.Context, prefix string, n int, progress func(string, ...any)) error {
-	ready := func(name string) bool { _, ok := w.ready[name]; return ok }
 	var tick func()
 	if progress != nil {
 		tick = func() {
 			w.mu.Lock()
-			got := w.countLocked(prefix, ready)
+			got := w.readyBy[prefix]
 			w.mu.Unlock()
 			progress("%d/%d Ready", got, n)
 		}
 	}
-	return w.until(ctx, func() bool { return w.countLocked(prefix, ready) >= n }, tick)
+	return w.until(ctx, func() bool { return w.readyBy[prefix] >= n }, tick)
 }
 
 func (w *watch) waitReason(ctx context.Context, prefix string, n int, reason string) error {
