@@ -102,7 +102,10 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		fmt.Fprintf(os.Stderr, "--> %s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
 	}
 
-	env, err := e2e.Start(ctx, e2e.Options{Dir: dir, Resync: cfg.resync, ControllerBin: cfg.controller, Log: os.Stderr, ControllerLog: logFile})
+	// The chart's lease duration (15 s), not the tests' quick 4 s: a
+	// loaded machine must not make the controller lose its Lease.
+	env, err := e2e.Start(ctx, e2e.Options{Dir: dir, Resync: cfg.resync, ControllerBin: cfg.controller, Log: os.Stderr, ControllerLog: logFile,
+		LeaseDuration: 15 * time.Second})
 	if err != nil {
 		return err
 	}
@@ -112,6 +115,21 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		return err
 	}
 	defer ctrl.Stop()
+	// A controller that exits ends the run.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	exited := func(c *e2e.Controller) (stop func()) {
+		done := make(chan struct{})
+		go func() {
+			select {
+			case <-c.Done():
+				cancel(fmt.Errorf("the controller exited (see %s)", logFile.Name()))
+			case <-done:
+			}
+		}()
+		return func() { close(done) }
+	}
+	stopWatching := exited(ctrl)
 	progress("controller log: %s", logFile.Name())
 
 	// The benchmark's own client is not rate limited, so that creating
@@ -179,18 +197,24 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	if r.admission, err = admission(ctx, cl, cfg.admissions); err != nil {
 		return err
 	}
-	status, err := procfs.Proc{PID: ctrl.PID()}.NewStatus()
+	proc, err := procfs.NewProc(ctrl.PID())
+	if err != nil {
+		return err
+	}
+	status, err := proc.NewStatus()
 	if err != nil {
 		return err
 	}
 	r.hwm, r.rss = status.VmHWM, status.VmRSS
 	if cfg.restart {
 		progress("restarting the controller; watching its first resync period (%s)", cfg.resync)
+		stopWatching()
 		ctrl.Stop()
 		if ctrl, err = env.StartController(ctx); err != nil {
 			return err
 		}
 		defer ctrl.Stop()
+		exited(ctrl)
 		// The first minute, then the rest of the period: a burst shows
 		// as most of the period's CPU in its first minute.
 		if r.restartFirstMinute, err = window(ctx, ctrl, w, time.Minute); err != nil {
@@ -234,7 +258,7 @@ func seed(name, path, ref string) *ohmlabv1alpha1.VaultSeed {
 	}
 }
 
-func benchPath(i int) string { return fmt.Sprintf("ohmlab/bench/%05d", i) }
+func benchPath(i int) string { return fmt.Sprintf("ohmlab/platforms/bench/objects/%05d", i) }
 
 func createAll(ctx context.Context, cl client.Client, n, workers int) error {
 	next := make(chan int)
@@ -281,7 +305,7 @@ feed:
 // dependent being seen Ready.
 func dependentAfterSource(ctx context.Context, cl client.Client, env *e2e.Env, w *watch, pairs int) ([]time.Duration, error) {
 	for k := range pairs {
-		if err := cl.Create(ctx, seed(fmt.Sprintf("dep-%d", k), fmt.Sprintf("ohmlab/bench-dep/%d", k), fmt.Sprintf("ohmlab/bench-src/%d", k))); err != nil {
+		if err := cl.Create(ctx, seed(fmt.Sprintf("dep-%d", k), fmt.Sprintf("ohmlab/platforms/bench/dep/%d", k), fmt.Sprintf("ohmlab/platforms/bench/src/%d", k))); err != nil {
 			return nil, err
 		}
 	}
@@ -293,10 +317,10 @@ func dependentAfterSource(ctx context.Context, cl client.Client, env *e2e.Env, w
 	select {
 	case <-time.After(6 * time.Second):
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, context.Cause(ctx)
 	}
 	for k := range pairs {
-		if err := cl.Create(ctx, seed(fmt.Sprintf("src-%d", k), fmt.Sprintf("ohmlab/bench-src/%d", k), "")); err != nil {
+		if err := cl.Create(ctx, seed(fmt.Sprintf("src-%d", k), fmt.Sprintf("ohmlab/platforms/bench/src/%d", k), "")); err != nil {
 			return nil, err
 		}
 	}
@@ -305,13 +329,13 @@ func dependentAfterSource(ctx context.Context, cl client.Client, env *e2e.Env, w
 	}
 	var out []time.Duration
 	for k := range pairs {
-		md, err := env.Vault.Client.KVv2("ohmlab").GetMetadata(ctx, fmt.Sprintf("bench-src/%d", k))
+		md, err := env.Vault.Client.KVv2("ohmlab").GetMetadata(ctx, fmt.Sprintf("platforms/bench/src/%d", k))
 		if err != nil {
 			return nil, err
 		}
 		v1, ok := md.Versions["1"]
 		if !ok {
-			return nil, fmt.Errorf("ohmlab/bench-src/%d has no version 1", k)
+			return nil, fmt.Errorf("ohmlab/platforms/bench/src/%d has no version 1", k)
 		}
 		out = append(out, w.readyAt(fmt.Sprintf("dep-%d", k)).Sub(v1.CreatedTime))
 	}
@@ -324,7 +348,7 @@ func dependentAfterSource(ctx context.Context, cl client.Client, env *e2e.Env, w
 func admission(ctx context.Context, cl client.Client, n int) ([]time.Duration, error) {
 	var out []time.Duration
 	for k := range n {
-		s := seed(fmt.Sprintf("adm-%d", k), fmt.Sprintf("ohmlab/bench-adm/%d", k), benchPath(0))
+		s := seed(fmt.Sprintf("adm-%d", k), fmt.Sprintf("ohmlab/platforms/bench/adm/%d", k), benchPath(0))
 		start := time.Now()
 		if err := cl.Create(ctx, s); err != nil {
 			return nil, err
@@ -434,7 +458,7 @@ func (w *watch) until(ctx context.Context, cond func() bool, tick func()) error 
 				tick()
 			}
 		case <-ctx.Done():
-			return ctx.Err()
+			return context.Cause(ctx)
 		}
 	}
 }
@@ -504,7 +528,11 @@ func (f figures) duration() time.Duration { return f.at.Sub(time.Time{}) }
 
 func sample(ctx context.Context, c *e2e.Controller, w *watch) (figures, error) {
 	f := figures{at: time.Now(), requests: map[string]float64{}}
-	stat, err := procfs.Proc{PID: c.PID()}.Stat()
+	proc, err := procfs.NewProc(c.PID())
+	if err != nil {
+		return f, err
+	}
+	stat, err := proc.Stat()
 	if err != nil {
 		return f, err
 	}
@@ -542,7 +570,7 @@ func window(ctx context.Context, c *e2e.Controller, w *watch, d time.Duration) (
 	select {
 	case <-time.After(d):
 	case <-ctx.Done():
-		return figures{}, ctx.Err()
+		return figures{}, context.Cause(ctx)
 	}
 	end, err := sample(ctx, c, w)
 	if err != nil {

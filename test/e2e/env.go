@@ -53,6 +53,9 @@ type Options struct {
 	Log io.Writer
 	// ControllerLog, when set, also receives what the controller prints.
 	ControllerLog io.Writer
+	// LeaseDuration is the controller's leaderElection.leaseDuration; 0
+	// means 4s, for quick hand-overs in tests.
+	LeaseDuration time.Duration
 }
 
 // Env is a running environment.
@@ -168,10 +171,14 @@ func (e *Env) refreshToken(ctx context.Context) error {
 // writeConfig writes the controller's configuration file, as the chart's
 // ConfigMap would hold it.
 func (e *Env) writeConfig() error {
+	lease := e.opts.LeaseDuration
+	if lease == 0 {
+		lease = 4 * time.Second
+	}
 	cfg := map[string]any{"targets": map[string]any{"vault": map[string]any{
 		"namespaces":     []string{SeedNamespace},
 		"resyncPeriod":   e.opts.Resync.String(),
-		"leaderElection": map[string]any{"namespace": ControllerNamespace, "leaseDuration": "4s"},
+		"leaderElection": map[string]any{"namespace": ControllerNamespace, "leaseDuration": lease.String()},
 		"backend": map[string]any{
 			"address": e.Vault.Addr,
 			"timeout": "2s",
