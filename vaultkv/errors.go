@@ -73,6 +73,15 @@ type Error struct {
 	// transport's (for example "connect: connection refused"), or why the
 	// request was refused before sending. Never a value, token or body.
 	Reason string
+	// TimedOut is true when no answer came in time (the request's timeout
+	// or the caller's deadline): Vault hangs rather than refuses.
+	TimedOut bool
+}
+
+// IsTimeout says whether err is an *Error that timed out, however wrapped.
+func IsTimeout(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.TimedOut
 }
 
 // Error renders "vaultkv: <op> <path>: <class> (<status>): <reason>".
@@ -130,14 +139,14 @@ func classify(op, path string, err error) *Error {
 	case errors.Is(err, vaultapi.ErrSecretNotFound):
 		e.Class, e.Reason = ClassNotFound, "no secret in Vault's response"
 	case errors.Is(err, context.DeadlineExceeded):
-		e.Reason = "timed out: context deadline exceeded"
+		e.Reason, e.TimedOut = "timed out: context deadline exceeded", true
 	case errors.Is(err, context.Canceled):
 		e.Reason = "canceled"
 	case errors.As(err, &ue):
 		// url.Error's own text repeats the method and URL; keep the cause.
-		e.Reason = ue.Err.Error()
+		e.Reason, e.TimedOut = ue.Err.Error(), ue.Timeout()
 	case errors.As(err, &ne):
-		e.Reason = ne.Error()
+		e.Reason, e.TimedOut = ne.Error(), ne.Timeout()
 	default:
 		e.Reason = err.Error()
 	}

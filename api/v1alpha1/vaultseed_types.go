@@ -84,15 +84,31 @@ type VaultSeedStatus struct {
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// ManagedKeys are the dotted key paths this controller wrote on the
-	// path, sorted. Only these are ever pruned.
-	// +listType=set
+	// ManagedKeys are the keys this controller wrote on the path, sorted by
+	// key, each with the KV version of its last write by the controller.
+	// Only these are ever pruned, and only while their value is still the
+	// one written at that version (product document, "Pruning").
+	// +listType=map
+	// +listMapKey=key
 	// +optional
-	ManagedKeys []string `json:"managedKeys,omitempty"`
+	ManagedKeys []ManagedKey `json:"managedKeys,omitempty"`
 
 	// Version is the KV v2 version of the path last read or written.
 	// +optional
 	Version int64 `json:"version,omitempty"`
+}
+
+// ManagedKey is one key this controller wrote. It holds no value and no
+// digest of one: the value the controller wrote is read back from Vault at
+// Version when a prune needs it.
+type ManagedKey struct {
+	// Key is the dotted key path.
+	// +kubebuilder:validation:MinLength=1
+	Key string `json:"key"`
+	// Version is the KV v2 version the controller's last write of the key
+	// created.
+	// +kubebuilder:validation:Minimum=1
+	Version int64 `json:"version"`
 }
 
 // VaultSeed declares one KV v2 path of Vault: the controller seeds missing
