@@ -1022,9 +1022,9 @@ func TestPlanPruneKeepsWhatChangedSinceTheControllerWroteIt(t *testing.T) {
 	managed := []string{"gen", "gone-version", "kept", "ph"}
 	runPlanCases(t, []planCase{
 		{
-			name: "unchanged since written: pruned; filled in or edited by a person: kept and no longer managed",
-			spec: spec{data: data, prune: true, managed: managed, writtenAt: map[string]int{"gen": 3, "ph": 3, "kept": 3, "gone-version": 2}},
-			path: ours(7, current),
+			name:    "unchanged since written: pruned; filled in or edited by a person: kept and no longer managed",
+			spec:    spec{data: data, prune: true, managed: managed, writtenAt: map[string]int{"gen": 3, "ph": 3, "kept": 3, "gone-version": 2}},
+			path:    ours(7, current),
 			written: map[int]*vaultkv.Secret{3: v3, 2: {Exists: true, Deleted: true, Version: 2}},
 			want: Plan{
 				Actions:     []Action{prune("gen")},
