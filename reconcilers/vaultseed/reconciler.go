@@ -48,6 +48,8 @@ const (
 	// waits (product document, "Conditions": 5 s doubling to 5 min).
 	backoffBase = 5 * time.Second
 	backoffMax  = 5 * time.Minute
+	// reportTimeout bounds the status write that follows a reconcile.
+	reportTimeout = 30 * time.Second
 )
 
 // Reconciler reconciles the VaultSeed objects of one target.
@@ -102,8 +104,8 @@ type outcome struct {
 }
 
 // Reconcile implements reconcile.Reconciler.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
+func (r *Reconciler) Reconcile(parent context.Context, req ctrl.Request) (ctrl.Result, error) {
+	ctx, cancel := context.WithTimeout(parent, r.Timeout)
 	defer cancel()
 	seed := &ohmlabv1alpha1.VaultSeed{}
 	if err := r.Client.Get(ctx, req.NamespacedName, seed); err != nil {
@@ -132,7 +134,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	out.timedOut = out.timedOut || ctx.Err() != nil
-	if err := r.report(ctx, seed, out); err != nil {
+	// A reconcile that ran out of time still reports why (Vault hangs):
+	// status gets a deadline of its own.
+	reportCtx, cancelReport := context.WithTimeout(parent, reportTimeout)
+	defer cancelReport()
+	if err := r.report(reportCtx, seed, out); err != nil {
 		return ctrl.Result{}, err
 	}
 	if out.backoff {
