@@ -155,16 +155,22 @@ func (r *Reconciler) desired(seed *ohmlabv1alpha1.VaultSeed, analysis templating
 	if seed.Spec.Rotate != nil {
 		d.RotationToken = seed.Spec.Rotate.Token
 	}
-	managed := seed.Status.ManagedKeys
-	if u, ok := r.unreported.Load(client.ObjectKeyFromObject(seed)); ok {
-		managed = u.(unreported).managedKeys
-	}
+	managed := r.managed(seed)
 	d.WrittenAt = make(map[string]int, len(managed))
 	for _, m := range managed {
 		d.ManagedKeys = append(d.ManagedKeys, m.Key)
 		d.WrittenAt[m.Key] = int(m.Version)
 	}
 	return d
+}
+
+// managed is status.managedKeys, or what a status write that failed since
+// would have made of it.
+func (r *Reconciler) managed(seed *ohmlabv1alpha1.VaultSeed) []ohmlabv1alpha1.ManagedKey {
+	if u, ok := r.unreported.Load(client.ObjectKeyFromObject(seed)); ok {
+		return u.(unreported).managedKeys
+	}
+	return seed.Status.ManagedKeys
 }
 
 // sync observes, plans and applies. The error is for failures of the
@@ -344,13 +350,11 @@ func (r *Reconciler) report(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed,
 	key := client.ObjectKeyFromObject(seed)
 	updated := seed.DeepCopy()
 	out.apply(&updated.Status, seed.Generation, r.ObserveOnly)
-	if u, ok := r.unreported.Load(key); ok {
-		updated.Status.ManagedKeys = u.(unreported).managedKeys
-	}
+	updated.Status.ManagedKeys = r.managed(seed)
 	if p := out.plan; p != nil {
 		updated.Status.Version = int64(out.version)
 		if !r.ObserveOnly && (out.applied || p.Data == nil) {
-			updated.Status.ManagedKeys = managedStatus(*p, r.desired(seed, templating.Analysis{}).WrittenAt, out.applied, out.version)
+			updated.Status.ManagedKeys = managedStatus(*p, updated.Status.ManagedKeys, out.applied, out.version)
 		}
 	}
 	if equality.Semantic.DeepEqual(seed.Status, updated.Status) {
@@ -369,7 +373,11 @@ func (r *Reconciler) report(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed,
 
 // managedStatus is status.managedKeys after a plan: the keys it wrote at the
 // version of its write, the others at the version they were written before.
-func managedStatus(p Plan, writtenAt map[string]int, applied bool, version int) []ohmlabv1alpha1.ManagedKey {
+func managedStatus(p Plan, before []ohmlabv1alpha1.ManagedKey, applied bool, version int) []ohmlabv1alpha1.ManagedKey {
+	writtenAt := make(map[string]int64, len(before))
+	for _, m := range before {
+		writtenAt[m.Key] = m.Version
+	}
 	written := map[string]bool{}
 	if applied && p.Data != nil {
 		for _, a := range p.Actions {
@@ -382,10 +390,10 @@ func managedStatus(p Plan, writtenAt map[string]int, applied bool, version int) 
 	for _, k := range p.ManagedKeys {
 		v := writtenAt[k]
 		if written[k] {
-			v = version
+			v = int64(version)
 		}
 		if v > 0 {
-			out = append(out, ohmlabv1alpha1.ManagedKey{Key: k, Version: int64(v)})
+			out = append(out, ohmlabv1alpha1.ManagedKey{Key: k, Version: v})
 		}
 	}
 	if len(out) == 0 {
