@@ -5,9 +5,15 @@ package vaultseed
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -188,7 +194,10 @@ func TestLastReconcileTimestampMeansACompletedReconcile(t *testing.T) {
 	labels := map[string]string{"name": "dep"}
 	first, found := f.gaugeValue("ohmlab_object_last_reconcile_timestamp_seconds", labels)
 	g.Expect(found).To(BeTrue())
-	g.Eventually(func() float64 { v, _ := f.gaugeValue("ohmlab_object_last_reconcile_timestamp_seconds", labels); return v }).
+	g.Eventually(func() float64 {
+		v, _ := f.gaugeValue("ohmlab_object_last_reconcile_timestamp_seconds", labels)
+		return v
+	}).
 		WithTimeout(10*time.Second).Should(BeNumerically(">", first), "the retry after the backoff completes")
 
 	// A Vault that accepts connections and never answers.
@@ -263,4 +272,38 @@ func TestFinalizerPatchesKeepAnotherControllersFinalizer(t *testing.T) {
 	g.Expect(r.syncFinalizer(ctx, current())).To(Succeed())
 	g.Expect(current().Finalizers).To(Equal([]string{other}))
 	g.Expect(strings.Join(current().Finalizers, ",")).NotTo(ContainSubstring(ohmlabv1alpha1.Finalizer))
+}
+
+// TestAWriteWhoseAnswerWasLostIsReported: a proxy in front of Vault forwards
+// the first data write and loses its answer (502). The next reconcile finds
+// the write landed: one event, one counted write, its keys managed, and no
+// second version (issue 12, item 4).
+func TestAWriteWhoseAnswerWasLostIsReported(t *testing.T) {
+	g := NewWithT(t)
+	startServers(t)
+	target, err := url.Parse(vault.Addr)
+	g.Expect(err).NotTo(HaveOccurred())
+	var lost atomic.Int32
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.ModifyResponse = func(resp *http.Response) error {
+		if resp.Request.Method != http.MethodGet && strings.Contains(resp.Request.URL.Path, "/ohmlab/data/") && lost.Add(1) == 1 {
+			return errors.New("the answer is lost")
+		}
+		return nil
+	}
+	srv := httptest.NewServer(proxy)
+	t.Cleanup(srv.Close)
+	kv, err := vaultkv.New(vaultkv.Config{Address: srv.URL, Timeout: 2 * time.Second,
+		Auth: vaultkv.AuthConfig{Method: vaultkv.MethodToken, Token: harness.VaultRootToken}})
+	g.Expect(err).NotTo(HaveOccurred())
+	f := startController(t, controllerOptions{kv: kv})
+	path := f.path("app")
+	f.create(f.seed("app", path, `{"pw": "<random:16>"}`))
+
+	obj := f.waitReady("app")
+	g.Expect(lost.Load()).To(BeNumerically(">=", 1), "the first write's answer was lost")
+	g.Expect(readPath(t, path).Version).To(Equal(1), "no second version")
+	g.Expect(obj.Status.ManagedKeys).To(Equal([]ohmlabv1alpha1.ManagedKey{{Key: "pw", Version: 1}}))
+	g.Expect(f.gaugeValue("ohmlab_data_writes_total", map[string]string{"name": "app"})).To(Equal(1.0))
+	g.Eventually(func() int { return f.emissions("app", "Normal", "Created") }).Should(Equal(1))
 }

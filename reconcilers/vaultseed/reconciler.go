@@ -6,7 +6,9 @@
 package vaultseed
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -83,6 +85,8 @@ type Reconciler struct {
 	// unreported holds, per object, what was written but not yet recorded
 	// in status.
 	unreported sync.Map // types.NamespacedName -> unreported
+	// inFlight holds, per object, a data write whose answer was lost.
+	inFlight sync.Map // types.NamespacedName -> inFlight
 }
 
 // outcome is what one reconcile of a live object found and did.
@@ -113,6 +117,7 @@ func (r *Reconciler) Reconcile(parent context.Context, req ctrl.Request) (ctrl.R
 			r.Metrics.forget(r.Target, req.Namespace, req.Name)
 			r.attempted.Delete(req.NamespacedName)
 			r.unreported.Delete(req.NamespacedName)
+			r.inFlight.Delete(req.NamespacedName)
 			r.backoff.Forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
@@ -199,6 +204,9 @@ func (r *Reconciler) sync(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed) (
 		if err != nil {
 			return backendOutcome(err), nil
 		}
+		if r.landed(ctx, seed, observed.Path) {
+			desired = r.desired(seed, analysis)
+		}
 		p, err := plan(desired, observed, gen)
 		if err != nil {
 			return outcome{}, err
@@ -212,6 +220,11 @@ func (r *Reconciler) sync(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed) (
 			continue
 		}
 		out := outcome{plan: &p, applied: applied, version: version}
+		if err != nil && !applied && p.Data != nil && errors.Is(err, vaultkv.ErrUnavailable) {
+			// The write may have landed with its answer lost: the next read
+			// tells (landed).
+			r.inFlight.Store(client.ObjectKeyFromObject(seed), inFlight{plan: p})
+		}
 		if err != nil {
 			// What was written before the failure is still reported.
 			b := backendOutcome(err)
@@ -223,6 +236,41 @@ func (r *Reconciler) sync(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed) (
 	}
 	return outcome{result: waitingResult(ohmlabv1alpha1.ReasonProgressing,
 		fmt.Sprintf("the path changed during each of %d attempts; retrying", maxCASAttempts)), backoff: true}, nil
+}
+
+// inFlight is a data write whose answer never came.
+type inFlight struct {
+	plan Plan
+}
+
+// landed reports a data write whose answer was lost when the path shows it
+// landed: the version after the one it named holds exactly the tree it
+// wrote. Its event, metric and managed keys are then recorded as if the
+// answer had come (issue 12, item 4). It says whether it did.
+func (r *Reconciler) landed(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, path *vaultkv.Secret) bool {
+	key := client.ObjectKeyFromObject(seed)
+	v, ok := r.inFlight.LoadAndDelete(key)
+	if !ok {
+		return false
+	}
+	p := v.(inFlight).plan
+	if !path.Exists || path.Deleted || path.Version != p.CAS+1 || !sameTree(path.Data, p.Data) {
+		return false
+	}
+	r.Metrics.DataWrites.WithLabelValues(r.Target, seed.Namespace, seed.Name).Inc()
+	r.Recorder.Eventf(seed, nil, corev1.EventTypeNormal, eventReason(p), "Write", "%s (KV version %d)", p.Summary(), path.Version)
+	ctrl.LoggerFrom(ctx).Info("a write whose answer was lost had landed", "path", seed.Spec.Path, "changes", p.Summary(), "version", path.Version)
+	r.unreported.Store(key, unreported{managedKeys: managedStatus(p, r.managed(seed), true, path.Version)})
+	r.notifyDependents(ctx, seed.Spec.Path)
+	return true
+}
+
+// sameTree says whether two KV data trees hold the same values, whatever
+// the Go types of their numbers.
+func sameTree(a, b map[string]any) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }
 
 // planResult is the result of a plan applied without error.
