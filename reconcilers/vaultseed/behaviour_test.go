@@ -125,6 +125,12 @@ func (f *fixture) gaugeValue(family string, want map[string]string) (float64, bo
 	return 0, false
 }
 
+// value is gaugeValue's value, 0 when there is no such series.
+func (f *fixture) value(family string, want map[string]string) float64 {
+	v, _ := f.gaugeValue(family, want)
+	return v
+}
+
 // pathCounter counts the spy's operations, per operation ("read") and per
 // operation and path ("read <path>").
 type pathCounter struct {
@@ -309,7 +315,7 @@ path "ohmlab/metadata/*" { capabilities = ["read"] }
 	g.Expect(f.emissions("app", "Warning", ohmlabv1alpha1.ReasonForbidden)).To(Equal(1), "one Warning when entering the failing state")
 	// Every attempt that writes is reported (issue 12, item 4).
 	g.Eventually(func() int { return f.emissions("app", "Normal", "Rotated") }).Should(Equal(written), "one Rotated event per version written")
-	g.Expect(f.gaugeValue("ohmlab_data_writes_total", map[string]string{"name": "app"})).To(Equal(float64(written)))
+	g.Expect(f.value("ohmlab_data_writes_total", map[string]string{"name": "app"})).To(Equal(float64(written)))
 	g.Eventually(func() []ohmlabv1alpha1.ManagedKey { return f.get("app").Status.ManagedKeys }).
 		Should(Equal([]ohmlabv1alpha1.ManagedKey{{Key: "password", Version: int64(readPath(t, path).Version)}}), "the rotated key is managed, at its last version")
 	assertNoValueEmitted(t, f, after.Data)

@@ -136,14 +136,14 @@ func TestWritesAreReportedWhenTheStatusWriteIsRefused(t *testing.T) {
 	path := f.path("app")
 	f.create(f.seed("app", path, `{"pw": "<random:16>"}`))
 	g.Eventually(func() []string { return f.events("app") }).WithTimeout(10 * time.Second).Should(ContainElement(HavePrefix("Normal Created: 1 create")))
-	g.Expect(f.gaugeValue("ohmlab_data_writes_total", map[string]string{"name": "app"})).To(Equal(1.0))
+	g.Expect(f.value("ohmlab_data_writes_total", map[string]string{"name": "app"})).To(Equal(1.0))
 	g.Expect(f.get("app").Status.ManagedKeys).To(BeEmpty(), "the status write is refused")
 
 	g.Expect(cp.Client.Delete(ctx, binding)).To(Succeed())
 	obj := f.waitReady("app")
 	g.Expect(obj.Status.ManagedKeys).To(Equal([]ohmlabv1alpha1.ManagedKey{{Key: "pw", Version: 1}}))
 	g.Expect(readPath(t, path).Version).To(Equal(1), "reported without writing the path again")
-	g.Expect(f.gaugeValue("ohmlab_data_writes_total", map[string]string{"name": "app"})).To(Equal(1.0))
+	g.Expect(f.value("ohmlab_data_writes_total", map[string]string{"name": "app"})).To(Equal(1.0))
 }
 
 // TestObserveOnlyNeverReportsAStalePlan: when an observe-only reconcile
@@ -156,7 +156,7 @@ func TestObserveOnlyNeverReportsAStalePlan(t *testing.T) {
 	f.create(f.seed("app", path, `{"x": "<random:8>", "h": "<bcrypt:x>"}`))
 	obj := f.waitReason("app", ohmlabv1alpha1.ReasonObserveOnly, 10*time.Second)
 	g.Expect(condition(obj, ohmlabv1alpha1.ConditionDrifted).Status).To(Equal(metav1.ConditionTrue))
-	g.Expect(f.gaugeValue("ohmlab_planned_changes", map[string]string{"name": "app", "action": ActionCreateField})).To(Equal(2.0))
+	g.Expect(f.value("ohmlab_planned_changes", map[string]string{"name": "app", "action": ActionCreateField})).To(Equal(2.0))
 
 	f.update("app", func(o *ohmlabv1alpha1.VaultSeed) {
 		o.Spec.Data.Raw = []byte(`{"x": "<random:8>", "h": "<bcrypt:x>", "c": "<ref:` + f.path("missing") + `#k>"}`)
@@ -224,7 +224,7 @@ func TestLastReconcileTimestampMeansACompletedReconcile(t *testing.T) {
 	first, found = f2.gaugeValue("ohmlab_object_last_reconcile_timestamp_seconds", labels)
 	g.Expect(found).To(BeTrue(), "the series exists from the first attempt")
 	g.Eventually(func() int { return f2.kv.Counts()["read"] }).WithTimeout(15 * time.Second).Should(BeNumerically(">=", 2))
-	g.Expect(f2.gaugeValue("ohmlab_object_last_reconcile_timestamp_seconds", labels)).To(Equal(first), "no reconcile completed")
+	g.Expect(f2.value("ohmlab_object_last_reconcile_timestamp_seconds", labels)).To(Equal(first), "no reconcile completed")
 }
 
 // TestFinalizerPatchesKeepAnotherControllersFinalizer: adding or removing
@@ -304,6 +304,6 @@ func TestAWriteWhoseAnswerWasLostIsReported(t *testing.T) {
 	g.Expect(lost.Load()).To(BeNumerically(">=", 1), "the first write's answer was lost")
 	g.Expect(readPath(t, path).Version).To(Equal(1), "no second version")
 	g.Expect(obj.Status.ManagedKeys).To(Equal([]ohmlabv1alpha1.ManagedKey{{Key: "pw", Version: 1}}))
-	g.Expect(f.gaugeValue("ohmlab_data_writes_total", map[string]string{"name": "app"})).To(Equal(1.0))
+	g.Expect(f.value("ohmlab_data_writes_total", map[string]string{"name": "app"})).To(Equal(1.0))
 	g.Eventually(func() int { return f.emissions("app", "Normal", "Created") }).Should(Equal(1))
 }
