@@ -103,7 +103,7 @@ func TestClassify(t *testing.T) {
 			Err: &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused")}},
 			Error{Class: ClassUnavailable, Reason: "dial tcp: connect: connection refused"}},
 		{"deadline", fmt.Errorf("x: %w", &url.Error{Op: "Get", URL: "u", Err: context.DeadlineExceeded}),
-			Error{Class: ClassUnavailable, Reason: "timed out: context deadline exceeded"}},
+			Error{Class: ClassUnavailable, Reason: "timed out: context deadline exceeded", TimedOut: true}},
 		{"canceled", context.Canceled, Error{Class: ClassUnavailable, Reason: "canceled"}},
 		{"no secret", fmt.Errorf("%w: after writing", vaultapi.ErrSecretNotFound),
 			Error{Class: ClassNotFound, Reason: "no secret in Vault's response"}},
