@@ -196,7 +196,7 @@ func ParseLeaf(s string) (Leaf, error) {
 		return Leaf{Kind: KindBcrypt, Template: s, Source: args}, nil
 	case "ref":
 		path, key, hasKey := strings.Cut(args, "#")
-		if !hasArgs || !hasKey || path == "" || !validKeyPath(key) {
+		if !hasArgs || !hasKey || !validKeyPath(key) {
 			return Leaf{}, errors.New("<ref:mount/path#key.path> needs a path, then '#', then a dotted key path (no empty segment)")
 		}
 		if !ValidPath(path) {

@@ -83,7 +83,7 @@ func TestParseLeaf(t *testing.T) {
 		{name: "bcrypt empty segment", in: "<bcrypt:a..b>", wantErr: errBcrypt},
 		{name: "bcrypt leading dot", in: "<bcrypt:.a>", wantErr: errBcrypt},
 		{name: "ref without key", in: "<ref:path-without-key>", wantErr: errRef},
-		{name: "ref empty path", in: "<ref:#k>", wantErr: errRef},
+		{name: "ref empty path", in: "<ref:#k>", wantErr: errRefPath},
 		{name: "ref empty key", in: "<ref:m/p#>", wantErr: errRef},
 		{name: "ref key empty segment", in: "<ref:m/p#a.>", wantErr: errRef},
 		{name: "ref no argument", in: "<ref>", wantErr: errRef},
