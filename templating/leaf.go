@@ -107,15 +107,15 @@ const PathRule = "<mount>/<path>: two or more segments of letters, digits, '.', 
 const PathMessage = "must be " + PathRule
 
 // ValidPath reports whether p is a KV path as spec.path and references
-// declare it (see PathRule). The alphabet is what Vault KV v2 paths need and
-// what keeps one spelling per Vault path: every other byte is either
-// rewritten on the way to Vault (a URL's "?", "#", "%", white space; the
-// segments "." and "..", which HTTP clients and Vault's router resolve
-// away; an empty segment, which Vault drops) or means something else
-// somewhere a path is written (the policy globs "+" and "*"; "#" separates a
-// reference's key). So two objects cannot name one Vault path with two
-// spellings and escape the duplicate check, and every accepted path falls
-// under a policy such as platforms/+/+/* exactly as written.
+// declare it (see PathRule). The alphabet keeps one spelling per Vault path,
+// so that two objects cannot name one path two ways and escape the
+// duplicate check: vault/api cleans every request path (path.Join), so the
+// segments "." and ".." and an empty segment would read and write another
+// path than the one declared; "?", "#", "%" and white space are special in
+// a URL, where a client that does not escape them (curl, a browser) reads
+// another path or a query; "+" and "*" are the globs of Vault policies
+// (platforms/+/+/*); "#" also ends a reference's path. Letters, digits,
+// ".", "_" and "-" are what platform, tier and application names need.
 func ValidPath(p string) bool {
 	if len(p) > MaxPathLength {
 		return false
