@@ -219,6 +219,39 @@ func TestIntegrationCheckAndSet(t *testing.T) {
 	}
 }
 
+// TestIntegrationPathsAreNotResolved: vault/api cleans request paths, so a
+// path with a ".." segment reaches another path (shown with vault/api
+// itself); vaultkv refuses such a path before sending anything.
+func TestIntegrationPathsAreNotResolved(t *testing.T) {
+	ctx := context.Background()
+	v := harness.VaultForTest(t)
+	r := record(t)
+	c := rootClient(t, r, v)
+	kv := v.Client.KVv2("ohmlab")
+	if _, err := kv.Put(ctx, "platforms/x/../p/core/k", map[string]any{"a": "b"}); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := kv.Get(ctx, "platforms/p/core/k"); err != nil || s.Data["a"] != "b" {
+		t.Fatalf("vault/api did not write platforms/x/../p/core/k at platforms/p/core/k: %v", err)
+	}
+	for _, path := range []string{"ohmlab/platforms/x/../p/core/k", "ohmlab/platforms/./p/core/k", "ohmlab/platforms//p/core/k", "ohmlab/platforms/p/core/k/"} {
+		_, err := c.Write(ctx, path, map[string]any{"a": "c"}, 1)
+		if !errors.Is(r.err(err), vaultkv.ErrInvalid) {
+			t.Errorf("Write(%q): %v, want invalid", path, err)
+		}
+		if err := c.Mark(ctx, path, map[string]string{"ohmlab.fr/owner": "ns/a"}); !errors.Is(err, vaultkv.ErrInvalid) {
+			t.Errorf("Mark(%q): %v, want invalid", path, err)
+		}
+		if err := c.Delete(ctx, path); !errors.Is(err, vaultkv.ErrInvalid) {
+			t.Errorf("Delete(%q): %v, want invalid", path, err)
+		}
+	}
+	s, err := c.Read(ctx, "ohmlab/platforms/p/core/k")
+	if err != nil || s.Version != 1 || s.CustomMetadata != nil {
+		t.Fatalf("the resolved path was touched: %+v, %v", s, err)
+	}
+}
+
 func TestIntegrationMarkKeepsOthersAndCreatesNoVersion(t *testing.T) {
 	ctx := context.Background()
 	v := harness.VaultForTest(t)

@@ -24,6 +24,12 @@ func TestSplitPath(t *testing.T) {
 		{"secret/", "", "", false},
 		{"/x", "", "", false},
 		{"", "", "", false},
+		{"secret/x/", "", "", false},
+		{"secret//x", "", "", false},
+		{"secret/./x", "", "", false},
+		{"secret/a/../x", "", "", false},
+		{"./x", "", "", false},
+		{"secret/.x/..y/...", "secret", ".x/..y/...", true},
 	}
 	for _, tt := range tests {
 		mount, rest, err := SplitPath(tt.path)
