@@ -94,8 +94,8 @@ func (l Leaf) Derived() bool {
 // templateList names every template, for messages.
 const templateList = "<random:N>, <hex:N>, <uuid>, <age:secret>, <age:public>, <bcrypt:key.path>, <ref:mount/path#key.path>"
 
-// MaxPathLength is the longest path accepted, in bytes (the CRD's
-// maxLength of spec.path).
+// MaxPathLength is the longest path accepted, in bytes; the CRD's rule of
+// spec.path says the same.
 const MaxPathLength = 512
 
 // PathRule says which strings are paths. Every refusal of a path says it in
