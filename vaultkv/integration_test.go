@@ -655,7 +655,7 @@ func TestIntegrationLoginRefusals(t *testing.T) {
 		{"missing role", "nope", "vault", 400, `invalid role name "nope"`},
 		{"role bound to another ServiceAccount", "other-sa", "vault", 403, "service account name not authorized"},
 		{"role bound to another namespace", "other-namespace", "vault", 403, "namespace not authorized"},
-		{"token with the wrong audience", "ohmlab", "other", 403, "permission denied"},
+		{"token with the wrong audience", "ohmlab", "other", 403, "invalid audience (aud) claim"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -70,7 +70,7 @@ func TestLoginRefusedIsForbidden(t *testing.T) {
 	}{
 		{"missing role", "nope", "vault", `invalid role name "nope"`},
 		{"role bound to another ServiceAccount", "other-sa", "vault", "service account name not authorized"},
-		{"token with the wrong audience", "ohmlab", "other", "permission denied"},
+		{"token with the wrong audience", "ohmlab", "other", "invalid audience (aud) claim"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
