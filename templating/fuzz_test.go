@@ -101,6 +101,7 @@ func FuzzAnalyse(f *testing.F) {
 	f.Add(`{"a":"<ref:m/own#b>","b":"<ref:m/own#a>","h":"<bcrypt:h>","n":null,"l":[1],"a.b":1,"":true}`, "m/own", "a,b,,n")
 	f.Add(`{"pw":"","h":"<bcrypt:pw>","k":{"x":1.5,"y":12345678901234567890}}`, "m", "pw")
 	f.Add(`{"a":{"b":{"c":{"d":"<hex:8>"}}},"e":"<uuid>","f":"<foo:1>"}`, "m/own", "a.b.c.d,e")
+	f.Add(`{"a":" <random:8>","b":"<ref:m/../p#k>","c":"< uuid >"}`, "m/./own", "")
 	f.Fuzz(func(t *testing.T, data, path, keys string) {
 		var tree map[string]any
 		dec := json.NewDecoder(strings.NewReader(data))
@@ -113,7 +114,8 @@ func FuzzAnalyse(f *testing.F) {
 			o.Rotate = &Rotate{Token: "t", Keys: strings.Split(keys, ",")}
 		}
 		a := Analyse(o)
-		if !slices.IsSorted(a.Keys) || len(a.Keys) != len(a.Leaves) || !slices.IsSorted(a.RefPaths) || !slices.IsSorted(a.RotationKeys) {
+		warningsSorted := slices.IsSortedFunc(a.Warnings, func(p, q Problem) int { return strings.Compare(p.Key, q.Key) })
+		if !slices.IsSorted(a.Keys) || len(a.Keys) != len(a.Leaves) || !slices.IsSorted(a.RefPaths) || !slices.IsSorted(a.RotationKeys) || !warningsSorted {
 			t.Fatalf("unsorted or inconsistent analysis: %+v", a)
 		}
 		for _, k := range a.Keys {

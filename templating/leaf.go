@@ -230,16 +230,17 @@ func templateShape(s string) (name, args string, hasArgs, shaped bool) {
 // which its author almost certainly did not mean, so the webhook and
 // `ohmlab validate` warn about it. template is the string without that
 // white space when it is a well-formed template, "" when it is not (a
-// malformed one). A template-shaped s is not plain: ParseLeaf takes it.
+// malformed one). A template-shaped s is never one: ParseLeaf takes it
+// (for example "<ref:m/p# >", whose key is " ").
 func LooksLikeTemplate(s string) (template string, ok bool) {
+	if _, _, _, shaped := templateShape(s); shaped {
+		return "", false
+	}
 	t := strings.TrimSpace(s)
 	if len(t) < 2 || t[0] != '<' || t[len(t)-1] != '>' {
 		return "", false
 	}
 	t = "<" + strings.TrimSpace(t[1:len(t)-1]) + ">"
-	if t == s {
-		return "", false
-	}
 	if _, _, _, shaped := templateShape(t); !shaped {
 		return "", false
 	}

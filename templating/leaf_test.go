@@ -217,6 +217,7 @@ func TestLooksLikeTemplate(t *testing.T) {
 		{in: "<pass word>"},
 		{in: " <pass word> "},
 		{in: "< >"},
+		{in: "<ref:m/p# >"},
 		{in: " <random:8>", wantTemplate: "<random:8>", wantOK: true},
 		{in: "<random:8> ", wantTemplate: "<random:8>", wantOK: true},
 		{in: "\t<uuid>\n", wantTemplate: "<uuid>", wantOK: true},
