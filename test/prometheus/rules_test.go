@@ -384,3 +384,31 @@ func collectExprs(v any, out []string) []string {
 	}
 	return out
 }
+
+// TestCheckExpr makes sure the check above finds what it is for.
+func TestCheckExpr(t *testing.T) {
+	series := map[string]map[string]bool{
+		"ohmlab_object_ready":          set([]string{"target", "namespace", "name", "reason", "job"}),
+		"ohmlab_resync_period_seconds": set([]string{"target", "job"}),
+	}
+	tests := []struct {
+		name, expr string
+		problems   int
+	}{
+		{name: "served", expr: `max by (target, reason) (ohmlab_object_ready{job="j", reason!="ObserveOnly"}) == 0`},
+		{name: "matching on a served label", expr: `ohmlab_object_ready > on (target) group_left () ohmlab_resync_period_seconds`},
+		{name: "unknown metric", expr: `ohmlab_object_readyy == 0`, problems: 1},
+		{name: "unknown matcher label", expr: `ohmlab_object_ready{reasn="x"}`, problems: 1},
+		{name: "unknown grouping label", expr: `sum by (controller) (ohmlab_object_ready)`, problems: 1},
+		{name: "grouping label of another metric", expr: `sum by (reason) (ohmlab_resync_period_seconds)`, problems: 1},
+		{name: "unknown matching label", expr: `ohmlab_object_ready > on (process) ohmlab_resync_period_seconds`, problems: 1},
+		{name: "not PromQL", expr: `sum by (`, problems: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := checkExpr(series, tt.expr); len(got) != tt.problems {
+				t.Errorf("checkExpr(%s) = %q, want %d problems", tt.expr, got, tt.problems)
+			}
+		})
+	}
+}
