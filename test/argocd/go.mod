@@ -1,3 +1,9 @@
+// Runs the chart's Argo CD health script with Argo CD's own code (util/lua, util/settings,
+// gitops-engine's health check) and kstatus on the fixtures test/e2e records. A module of its
+// own: Argo CD's dependency graph stays out of the controller's go.mod.
+//
+// Argo CD v3.5.7, not v3.6.x: v3.6.0 and v3.6.1 require go 1.27, the toolchain here is 1.26.
+// The replace block is Argo CD v3.5.7's own (docs/user-guide/import.md), plus gitops-engine.
 module github.com/ohmlab/ohmlab-controller/test/argocd
 
 go 1.26.3
@@ -170,8 +176,9 @@ require (
 )
 
 replace (
-	// v3.5.7 asks for gitops-engine v0.7.1-0.20250908182407-97ad5b59a627, a version that does not
-	// exist (argoproj/argo-cd#27725): use the in-repo module at the newest master commit the proxy holds.
+	// v3.5.7 asks for gitops-engine v0.7.1-0.20250908182407-97ad5b59a627, a version the proxy
+	// does not serve (argoproj/argo-cd#27725): use the in-repo module at a commit it does serve,
+	// whose pkg/health (all util/lua needs of it) is the same as v3.5.1's.
 	github.com/argoproj/argo-cd/gitops-engine => github.com/argoproj/argo-cd/gitops-engine v0.0.0-20260708145834-74d0f9207b67
 	github.com/golang/protobuf => github.com/golang/protobuf v1.5.4
 	github.com/grpc-ecosystem/grpc-gateway => github.com/grpc-ecosystem/grpc-gateway v1.16.0
