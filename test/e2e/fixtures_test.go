@@ -60,7 +60,7 @@ const fixturePrefix = "ohmlab/platforms/fixtures/core/"
 //  2. no controller: a spec change it has not observed, an object it never saw;
 //  3. allowDelete true: an object being deleted whose path Vault refuses to
 //     delete (the chart's base policy has no delete capability);
-//  4. observeOnly true: in sync, and drifted.
+//  4. observeOnly true: in sync, drifted, and unable to plan (RefPending).
 func TestFixtures(t *testing.T) {
 	ctx := context.Background()
 	env := startEnv(t, 3*time.Second)
@@ -179,6 +179,9 @@ func TestFixtures(t *testing.T) {
 	rec.record("observe-only-in-sync", hasCondition(ohmlabv1alpha1.ConditionDrifted, metav1.ConditionFalse, ohmlabv1alpha1.ReasonInSync))
 	rec.create(seed("observe-only-drifted", nil, map[string]any{"user": "admin", "password": "<random:24>"}))
 	rec.record("observe-only-drifted", hasCondition(ohmlabv1alpha1.ConditionDrifted, metav1.ConditionTrue, ohmlabv1alpha1.ReasonObserveOnly))
+	// A plan that cannot be made: nothing to compare the path with yet.
+	rec.create(seed("observe-only-ref-pending", nil, map[string]any{"token": "<ref:" + fixturePrefix + "not-seeded-yet#token>"}))
+	rec.record("observe-only-ref-pending", hasCondition(ohmlabv1alpha1.ConditionReconciling, metav1.ConditionTrue, ohmlabv1alpha1.ReasonRefPending))
 	rec.scrape(c)
 	c.Stop()
 
