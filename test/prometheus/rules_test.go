@@ -4,10 +4,13 @@
 // come from a real scrape of /metrics that test/e2e records (testdata/metrics.yaml).
 //
 // It is a module of its own: Prometheus' dependency graph stays out of the controller's go.mod.
+// It renders the chart with the main module's charts/charttest (replace ../..): after a change
+// of the main go.mod, run go mod tidy here too.
 package prometheus_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,7 +24,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/ohmlab/ohmlab-controller/charts/charttest"
-	"github.com/ohmlab/ohmlab-controller/test/harness"
 )
 
 // values enable the Vault target, as an instance does; the PrometheusRule renders only with
@@ -149,7 +151,11 @@ func promtoolBin() (string, error) {
 	if p := os.Getenv("PROMTOOL"); p != "" {
 		return p, nil
 	}
-	return harness.Bin("promtool")
+	p := filepath.Join(charttest.RepoRoot(), "bin", "promtool")
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("%s is missing: run `make tools` at the repository root to build it", p)
+	}
+	return p, nil
 }
 
 // TestEveryAlertHasBothHistories checks the test file covers each rendered alert with a firing
