@@ -23,7 +23,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-
 func cosignBin(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(repoRoot(t), "bin", "cosign")
