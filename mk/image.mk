@@ -19,7 +19,7 @@ image: ## Build the image index (linux/amd64, linux/arm64) into dist/: OCI layou
 	  -source-date-epoch $(SOURCE_DATE_EPOCH) -platforms $(IMAGE_PLATFORMS)
 
 .PHONY: image-push
-image-push: ## Push dist/'s index to REGISTRY/ohmlab-controller:VERSION (REGISTRY=host[:port]/path).
+image-push: ## Push dist/'s index to REGISTRY/ohmlab-controller:VERSION (REGISTRY=host[:port]/path; INSECURE=1: plain HTTP).
 	@test -n "$(REGISTRY)" || { echo "set REGISTRY, e.g. make image-push REGISTRY=ghcr.io/ohmlab"; exit 1; }
 	$(IMAGE_GO) push -layout $(DIST)/oci -ref $(REGISTRY)/$(IMAGE_NAME):$(VERSION) $(if $(INSECURE),-insecure)
 

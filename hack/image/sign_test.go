@@ -76,10 +76,14 @@ func TestSignAndVerify(t *testing.T) {
 	host := strings.TrimPrefix(srv.URL, "http://")
 	ref := host + "/ohmlab-controller:" + testVersion(t)
 
-	digestRef, err := Push(res.Layout, ref, true)
+	push := exec.Command("make", "--no-print-directory", "-s", "-C", repoRoot(t), "image-push", "REGISTRY="+host, "DIST="+out, "INSECURE=1")
+	pushOut, err := push.CombinedOutput()
+	t.Logf("$ make image-push\n%s", pushOut)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("make image-push: %v", err)
 	}
+	lines := strings.Split(strings.TrimSpace(string(pushOut)), "\n")
+	digestRef := lines[len(lines)-1]
 	if want := host + "/ohmlab-controller@" + res.Digest.String(); digestRef != want {
 		t.Errorf("push returned %s, want %s", digestRef, want)
 	}
