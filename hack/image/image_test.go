@@ -23,6 +23,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"sigs.k8s.io/yaml"
 )
 
 // testEpoch and testRevision pin what a release build takes from git.
@@ -425,4 +426,36 @@ func goSum(t *testing.T, path string) map[string]string {
 		}
 	}
 	return sums
+}
+
+// TestChartRunsTheImageAsItsUser checks that the chart's defaults run the
+// image the way it is built: its numeric user and group (restricted Pod
+// Security needs numbers, the image has no other account to offer) and its
+// entrypoint.
+func TestChartRunsTheImageAsItsUser(t *testing.T) {
+	chart := filepath.Join(repoRoot(t), "charts", "ohmlab-controller")
+	raw, err := os.ReadFile(filepath.Join(chart, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values struct {
+		Image           struct{ Repository string }
+		SecurityContext struct{ RunAsUser, RunAsGroup int }
+	}
+	if err := yaml.Unmarshal(raw, &values); err != nil {
+		t.Fatal(err)
+	}
+	if values.SecurityContext.RunAsUser != NonRoot || values.SecurityContext.RunAsGroup != NonRoot {
+		t.Errorf("chart securityContext %d:%d, the image runs as %d:%d", values.SecurityContext.RunAsUser, values.SecurityContext.RunAsGroup, NonRoot, NonRoot)
+	}
+	if values.Image.Repository != Repository {
+		t.Errorf("chart image.repository %q, the image is %q", values.Image.Repository, Repository)
+	}
+	deployment, err := os.ReadFile(filepath.Join(chart, "templates", "deployment.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(deployment), "command:\n            - /ohmlab-controller\n") {
+		t.Error("the chart's Deployment does not run /ohmlab-controller, the image's entrypoint")
+	}
 }
