@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 
@@ -113,6 +115,43 @@ func TestSignAndVerify(t *testing.T) {
 		t.Fatalf("make sign: %v", err)
 	}
 
+	// cosign v3 stores both as Sigstore bundles among the index's OCI 1.1
+	// referrers (what the README's Kyverno policy, type SigstoreBundle, reads).
+	signed, err := name.NewDigest(digestRef, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	referrers, err := remote.Referrers(signed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rm, err := referrers.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The in-process registry lists the config's media type as the
+	// artifact type: read each manifest's own.
+	var bundles []string
+	for _, d := range rm.Manifests {
+		got, err := remote.Get(signed.Context().Digest(d.Digest.String()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m struct {
+			ArtifactType string `json:"artifactType"`
+		}
+		if err := json.Unmarshal(got.Manifest, &m); err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(m.ArtifactType, "application/vnd.dev.sigstore.bundle") {
+			bundles = append(bundles, d.Annotations["dev.sigstore.bundle.predicateType"])
+		}
+	}
+	sort.Strings(bundles)
+	if want := []string{"https://sigstore.dev/cosign/sign/v1", "https://slsa.dev/provenance/v1"}; !slices.Equal(bundles, want) {
+		t.Errorf("Sigstore bundles among the referrers: %v, want %v", bundles, want)
+	}
+
 	pub := filepath.Join(home, "cosign.pub")
 	verify := func(target string) error {
 		_, err := c.run("verify", "--key", pub, "--insecure-ignore-tlog", "--allow-http-registry", target)
@@ -131,6 +170,16 @@ func TestSignAndVerify(t *testing.T) {
 			continue
 		}
 		checkStatement(t, att, res.Digest)
+	}
+
+	// Another key is refused: only this signature is admitted.
+	otherHome := t.TempDir()
+	other := cosignRun{t: t, bin: bin, env: cosignEnv(otherHome), dir: otherHome, host: host}
+	if _, err := other.run("generate-key-pair"); err != nil {
+		t.Fatalf("generate-key-pair: %v", err)
+	}
+	if _, err := c.run("verify", "--key", filepath.Join(otherHome, "cosign.pub"), "--insecure-ignore-tlog", "--allow-http-registry", digestRef); err == nil {
+		t.Error("cosign verify accepted the signature with another public key")
 	}
 
 	// Change the image after signing: the amd64 image gets another
