@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log"
 	"net/http/httptest"
@@ -55,7 +56,10 @@ func (c cosignRun) run(args ...string) (string, error) {
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	c.t.Logf("$ cosign %s\n%s%s", strings.Join(args, " "), stderr.String(), truncate(stdout.String(), 400))
-	return stdout.String(), err
+	if err != nil {
+		return stdout.String(), fmt.Errorf("%w: %s", err, stderr.String())
+	}
+	return stdout.String(), nil
 }
 
 func truncate(s string, n int) string {
@@ -194,12 +198,17 @@ func TestSignAndVerify(t *testing.T) {
 	}
 	d, _ := tampered.Digest()
 	tamperedRef := host + "/ohmlab-controller@" + d.String()
+	// An attacker also copies the signature and the attestation onto the
+	// changed index (same bundles, new subject): they still name the old
+	// digest, so cosign refuses them.
+	copyReferrers(t, signed, tampered)
+	const wrongDigest = "provided artifact digest does not match any digest in statement"
 	for _, target := range []string{ref, tamperedRef} {
-		if err := verify(target); err == nil {
-			t.Errorf("cosign verify %s: accepted an image changed after signing", target)
+		if err := verify(target); err == nil || !strings.Contains(err.Error(), wrongDigest) {
+			t.Errorf("cosign verify %s of an image changed after signing: %v, want %q", target, err, wrongDigest)
 		}
-		if _, err := verifyAttestation(target); err == nil {
-			t.Errorf("cosign verify-attestation %s: accepted an image changed after signing", target)
+		if _, err := verifyAttestation(target); err == nil || !strings.Contains(err.Error(), wrongDigest) {
+			t.Errorf("cosign verify-attestation %s of an image changed after signing: %v, want %q", target, err, wrongDigest)
 		}
 	}
 }
@@ -272,4 +281,65 @@ func tamper(t *testing.T, idx v1.ImageIndex) v1.ImageIndex {
 		out = mutate.AppendManifests(out, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &pl}})
 	}
 	return out
+}
+
+// rawManifest is a manifest pushed as bytes.
+type rawManifest struct {
+	raw []byte
+	mt  types.MediaType
+}
+
+func (r rawManifest) RawManifest() ([]byte, error)        { return r.raw, nil }
+func (r rawManifest) MediaType() (types.MediaType, error) { return r.mt, nil }
+
+// copyReferrers pushes a copy of every referrer of from (cosign's bundles)
+// whose subject is to instead; the bundles' blobs are already in the
+// repository.
+func copyReferrers(t *testing.T, from name.Digest, to v1.ImageIndex) {
+	t.Helper()
+	toDigest, err := to.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	toSize, err := to.Size()
+	if err != nil {
+		t.Fatal(err)
+	}
+	referrers, err := remote.Referrers(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rm, err := referrers.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range rm.Manifests {
+		got, err := remote.Get(from.Context().Digest(d.Digest.String()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(got.Manifest, &m); err != nil {
+			t.Fatal(err)
+		}
+		m["subject"] = v1.Descriptor{MediaType: types.OCIImageIndex, Digest: toDigest, Size: toSize}
+		raw, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, _, err := v1.SHA256(bytes.NewReader(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := remote.Put(from.Context().Digest(h.String()), rawManifest{raw: raw, mt: got.MediaType}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copied, err := remote.Referrers(from.Context().Digest(toDigest.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cm, err := copied.IndexManifest(); err != nil || len(cm.Manifests) != len(rm.Manifests) {
+		t.Fatalf("the changed index has %v referrers (%v), want %d", cm, err, len(rm.Manifests))
+	}
 }
