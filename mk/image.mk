@@ -36,7 +36,11 @@ sign: $(BIN)/cosign ## Sign the pushed digest with COSIGN_KEY and attest dist/pr
 .PHONY: verify-version
 verify-version: ## Fail when the chart and its CRD do not carry the VERSION file's release.
 	go test -count=1 -run '^TestOneVersion$$' ./charts/ohmlab-controller
-verify: verify-version
+verify: verify-version verify-image
+
+.PHONY: verify-image
+verify-image: ## go vet the image build program (its own module, outside go vet ./...).
+	go -C $(CURDIR)/hack/image vet ./...
 
 $(BIN)/cosign: test/tools/cosign/go.mod test/tools/cosign/go.sum
 	cd test/tools/cosign && go build $(TOOLS_GOFLAGS) -o $@ github.com/sigstore/cosign/v3/cmd/cosign

@@ -85,6 +85,9 @@ func Build(o BuildOptions, log io.Writer) (*BuildResult, error) {
 	if err := o.defaults(root); err != nil {
 		return nil, err
 	}
+	if dirty, err := git(root, "status", "--porcelain", "--untracked-files=no"); err == nil && dirty != "" {
+		fmt.Fprintf(log, "warning: the working tree has changes that commit %s does not: the provenance names that commit\n", o.Revision)
+	}
 	created := time.Unix(o.SourceDateEpoch, 0).UTC()
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return nil, err
