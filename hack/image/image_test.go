@@ -281,6 +281,13 @@ func TestImageFilesystemAndConfig(t *testing.T) {
 				if f.Machine != machines[p.Architecture] {
 					t.Errorf("%s: ELF machine %s, want %s", b, f.Machine, machines[p.Architecture])
 				}
+				// No /etc/ssl nor /usr/share/zoneinfo in the image: both are
+				// compiled in (internal/buildinfo).
+				for _, pkg := range []string{"time/tzdata.loadFromEmbeddedTZData", "golang.org/x/crypto/x509roots/fallback.init"} {
+					if !bytes.Contains(files[b], []byte(pkg)) {
+						t.Errorf("%s does not link %s", b, pkg)
+					}
+				}
 				for _, prog := range f.Progs {
 					if prog.Type == elf.PT_INTERP {
 						t.Errorf("%s: dynamically linked (PT_INTERP): the image has no libc", b)
