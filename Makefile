@@ -4,7 +4,9 @@ SHELL := /usr/bin/env bash
 .DEFAULT_GOAL := help
 
 BIN       := $(CURDIR)/bin
-VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The release version has one source, the VERSION file: the binaries, the image tag, the chart's
+# version and appVersion (and so the CRD's ohmlab.fr/revision) follow it; `make verify` checks them.
+VERSION   := $(shell cat $(CURDIR)/VERSION)
 REVISION  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS   := -X github.com/ohmlab/ohmlab-controller/internal/buildinfo.Version=$(VERSION) \
              -X github.com/ohmlab/ohmlab-controller/internal/buildinfo.Revision=$(REVISION)
