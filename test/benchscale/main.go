@@ -383,7 +383,7 @@ func startWatch(ctx context.Context, rc *rest.Config, env *e2e.Env) (*watch, err
 	}
 	if _, err := seeds.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { w.seed(o, false) },
-		UpdateFunc: func(_, o any) { w.seed(o, true) },
+		UpdateFunc: func(old, o any) { w.seed(o, changed(old, o)) },
 	}); err != nil {
 		return nil, err
 	}
@@ -392,8 +392,12 @@ func startWatch(ctx context.Context, rc *rest.Config, env *e2e.Env) (*watch, err
 		return nil, err
 	}
 	if _, err := events.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { w.write() },
-		UpdateFunc: func(any, any) { w.write() },
+		AddFunc: func(any) { w.write() },
+		UpdateFunc: func(old, o any) {
+			if changed(old, o) {
+				w.write()
+			}
+		},
 	}); err != nil {
 		return nil, err
 	}
@@ -402,6 +406,14 @@ func startWatch(ctx context.Context, rc *rest.Config, env *e2e.Env) (*watch, err
 		return nil, fmt.Errorf("the benchmark's cache did not sync")
 	}
 	return w, nil
+}
+
+// changed says whether an update is a write: a relist of the informer also
+// calls the update handler, with the same resourceVersion.
+func changed(old, o any) bool {
+	a, okA := old.(client.Object)
+	b, okB := o.(client.Object)
+	return okA && okB && a.GetResourceVersion() != b.GetResourceVersion()
 }
 
 func (w *watch) seed(o any, update bool) {
