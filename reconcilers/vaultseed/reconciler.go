@@ -156,11 +156,15 @@ func (r *Reconciler) Reconcile(parent context.Context, req ctrl.Request) (ctrl.R
 // desired is what the object declares, with the managed keys of its status,
 // or of a status write that failed since (unreported).
 func (r *Reconciler) desired(seed *ohmlabv1alpha1.VaultSeed, analysis templating.Analysis) Desired {
+	return desiredOf(seed, analysis, r.managed(seed))
+}
+
+// desiredOf is what the object declares, with the given managed keys.
+func desiredOf(seed *ohmlabv1alpha1.VaultSeed, analysis templating.Analysis, managed []ohmlabv1alpha1.ManagedKey) Desired {
 	d := Desired{Owner: seeds.Owner(seed), Analysis: analysis, Prune: seed.Spec.Prune}
 	if seed.Spec.Rotate != nil {
 		d.RotationToken = seed.Spec.Rotate.Token
 	}
-	managed := r.managed(seed)
 	d.WrittenAt = make(map[string]int, len(managed))
 	for _, m := range managed {
 		d.ManagedKeys = append(d.ManagedKeys, m.Key)
@@ -192,15 +196,14 @@ func (r *Reconciler) sync(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed) (
 	if ring != "" {
 		return outcome{result: stalledResult(ohmlabv1alpha1.ReasonRefCycle, ring)}, nil
 	}
-	if seed.Spec.DeletionPolicy == ohmlabv1alpha1.DeletionPolicyDelete && !r.AllowDelete {
-		return outcome{result: stalledResult(ohmlabv1alpha1.ReasonForbidden,
-			"deletionPolicy Delete is not allowed: the controller's chart must set targets.vault.allowDelete: true")}, nil
+	if res, refused := deleteRefused(seed, r.AllowDelete); refused {
+		return outcome{result: res}, nil
 	}
 	desired := r.desired(seed, analysis)
 	gen := r.Generator
 	gen.Dry = r.ObserveOnly
 	for range maxCASAttempts {
-		observed, err := r.observe(ctx, seed.Spec.Path, analysis.RefPaths, desired)
+		observed, err := observeVault(ctx, r.KV, seed.Spec.Path, analysis.RefPaths, desired)
 		if err != nil {
 			return backendOutcome(err), nil
 		}
@@ -304,21 +307,38 @@ func observeOnlyOutcome(p Plan, version int) outcome {
 		drifted: &yes, driftMessage: summary, finished: true}, plan: &p, version: version}
 }
 
-// observe reads the path and every path it references, one request each,
+// KVReader is the part of vaultkv.KV that observing needs: reads only
+// (Preview takes nothing more, so it cannot write).
+type KVReader interface {
+	Read(ctx context.Context, path string) (*vaultkv.Secret, error)
+	ReadVersion(ctx context.Context, path string, version int) (*vaultkv.Secret, error)
+}
+
+// deleteRefused is the stall of an object asking for deletionPolicy Delete
+// on a target that does not allow it (product document, "Deletion").
+func deleteRefused(seed *ohmlabv1alpha1.VaultSeed, allowDelete bool) (result, bool) {
+	if seed.Spec.DeletionPolicy != ohmlabv1alpha1.DeletionPolicyDelete || allowDelete {
+		return result{}, false
+	}
+	return stalledResult(ohmlabv1alpha1.ReasonForbidden,
+		"deletionPolicy Delete is not allowed: the controller's chart must set targets.vault.allowDelete: true"), true
+}
+
+// observeVault reads the path and every path it references, one request each,
 // and the versions a prune compares with (only when one is planned).
-func (r *Reconciler) observe(ctx context.Context, path string, refPaths []string, d Desired) (Observed, error) {
-	own, err := r.KV.Read(ctx, path)
+func observeVault(ctx context.Context, kv KVReader, path string, refPaths []string, d Desired) (Observed, error) {
+	own, err := kv.Read(ctx, path)
 	if err != nil {
 		return Observed{}, err
 	}
 	o := Observed{Path: own, Refs: make(map[string]*vaultkv.Secret, len(refPaths)), Written: map[int]*vaultkv.Secret{own.Version: own}}
 	for _, p := range refPaths {
-		if o.Refs[p], err = r.KV.Read(ctx, p); err != nil {
+		if o.Refs[p], err = kv.Read(ctx, p); err != nil {
 			return Observed{}, err
 		}
 	}
 	for _, v := range pruneReads(d, own) {
-		if o.Written[v], err = r.KV.ReadVersion(ctx, path, v); err != nil {
+		if o.Written[v], err = kv.ReadVersion(ctx, path, v); err != nil {
 			return Observed{}, err
 		}
 	}

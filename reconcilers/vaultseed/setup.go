@@ -70,11 +70,16 @@ func (r *Reconciler) cycle(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, 
 		other, _ := seeds.Object(o)
 		objs = append(objs, other)
 	}
-	owner := seeds.Owner(seed)
+	return ringThrough(objs, seeds.Owner(seed)), nil
+}
+
+// ringThrough returns the message of a reference cycle among objs through
+// the object owner ("<namespace>/<name>"), or "".
+func ringThrough(objs []templating.Object, owner string) string {
 	for _, p := range templating.AnalyseSet(objs) {
 		if p.Reason == templating.ReasonRefCycle && p.Object == owner {
-			return p.Message, nil
+			return p.Message
 		}
 	}
-	return "", nil
+	return ""
 }
