@@ -39,8 +39,8 @@ type Preview struct {
 	// Actions are the planned changes when Drifted is True.
 	Actions []Action
 	// After names the objects of the input ("<namespace>/<name>") whose
-	// planned writes this plan read: its references were resolved against
-	// what those objects would write first.
+	// planned data writes this plan read: its references were resolved
+	// against what those objects would write first.
 	After []string
 }
 
@@ -191,7 +191,8 @@ func dependencyOrder(objs []*ohmlabv1alpha1.VaultSeed, analyses []templating.Ana
 type overlay struct {
 	kv      KVReader
 	planned map[string]*vaultkv.Secret
-	// writer is the owner of the plan that wrote each planned path.
+	// writer is the owner of the plan that writes each path's data: the
+	// references that read it are planned after it.
 	writer map[string]string
 }
 
@@ -226,7 +227,7 @@ func (o *overlay) record(path string, seen *vaultkv.Secret, p Plan, owner string
 	}
 	if p.Data != nil {
 		s.Exists, s.Deleted, s.Data, s.Version = true, false, p.Data, p.CAS+1
+		o.writer[path] = owner
 	}
 	o.planned[path] = &s
-	o.writer[path] = owner
 }
