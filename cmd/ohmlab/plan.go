@@ -154,22 +154,21 @@ func runPlan(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		_, _ = stdout.Write(verdict.Bytes())
 		return planError
 	}
-	if len(objs) == 0 {
-		return planInSync
-	}
-
-	kv, err := planClient(*tokenFile, *timeout)
-	if err != nil {
-		return fail("%v", err)
-	}
-	seeds := make([]*ohmlabv1alpha1.VaultSeed, len(objs))
-	for i, o := range objs {
-		seeds[i] = o.Seed
-	}
-	previews, err := vaultseed.PreviewSeeds(context.Background(), kv, seeds, vaultseed.PreviewOptions{AllowDelete: *allowDelete})
-	if err != nil {
-		fmt.Fprintf(stderr, "ohmlab plan: Vault could not be read: %v\n", err)
-		return planNoVault
+	var previews []vaultseed.Preview
+	if len(objs) > 0 { // no object, nothing to read: Vault is not needed
+		kv, err := planClient(*tokenFile, *timeout)
+		if err != nil {
+			return fail("%v", err)
+		}
+		seeds := make([]*ohmlabv1alpha1.VaultSeed, len(objs))
+		for i, o := range objs {
+			seeds[i] = o.Seed
+		}
+		previews, err = vaultseed.PreviewSeeds(context.Background(), kv, seeds, vaultseed.PreviewOptions{AllowDelete: *allowDelete})
+		if err != nil {
+			fmt.Fprintf(stderr, "ohmlab plan: Vault could not be read: %v\n", err)
+			return planNoVault
+		}
 	}
 	rep := planReport{Validation: json.RawMessage(verdict.Bytes()), Objects: make([]planObject, len(previews)),
 		Total: planTotal{Objects: len(previews), Actions: map[string]int{}}}

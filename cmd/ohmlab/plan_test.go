@@ -297,6 +297,8 @@ func TestPlanUsage(t *testing.T) {
 		wantErr  string // a part of stderr
 	}{
 		{"help", []string{"plan", "--help"}, nil, 0, "Exit codes: 0 nothing to change, 2 changes", ""},
+		{"no VaultSeed: nothing to read", []string{"plan", os.DevNull}, map[string]string{"VAULT_ADDR": ""}, planInSync,
+			"Plan: 0 objects: 0 with changes, 0 would wait, 0 would stall, 0 in sync.\n", "no VaultSeed found"},
 		{"no input", []string{"plan"}, nil, planError, "", "name the input"},
 		{"bad output", []string{"plan", "--output", "yaml", "-"}, nil, planError, "", "--output must be text or json"},
 		{"no address", []string{"plan", "-"}, map[string]string{"VAULT_ADDR": ""}, planError, "", "VAULT_ADDR is not set"},
