@@ -70,13 +70,14 @@ func PreviewSeeds(ctx context.Context, kv KVReader, objs []*ohmlabv1alpha1.Vault
 	for i, seed := range objs {
 		all[i], analyses[i] = seeds.Analyse(seed)
 	}
+	set := templating.AnalyseSet(all)
 	ov := &overlay{kv: kv, planned: map[string]*vaultkv.Secret{}, writer: map[string]string{}}
 	gen := templating.Generator{Dry: true}
 	out := make([]Preview, len(objs))
 	var planned []int
 	for _, i := range dependencyOrder(objs, analyses) {
 		seed, analysis := objs[i], analyses[i]
-		res, after, err := previewOne(ctx, ov, gen, seed, analysis, all, opts)
+		res, after, err := previewOne(ctx, ov, gen, seed, analysis, set, opts)
 		if err != nil {
 			return collect(out, planned), fmt.Errorf("%s %s: %w", seeds.Owner(seed), seed.Spec.Path, err)
 		}
@@ -88,11 +89,11 @@ func PreviewSeeds(ctx context.Context, kv KVReader, objs []*ohmlabv1alpha1.Vault
 
 // previewOne is one observe-only reconcile of sync, against the overlay,
 // and records what a real run would write.
-func previewOne(ctx context.Context, ov *overlay, gen templating.Generator, seed *ohmlabv1alpha1.VaultSeed, analysis templating.Analysis, all []templating.Object, opts PreviewOptions) (outcome, []string, error) {
+func previewOne(ctx context.Context, ov *overlay, gen templating.Generator, seed *ohmlabv1alpha1.VaultSeed, analysis templating.Analysis, set []templating.Problem, opts PreviewOptions) (outcome, []string, error) {
 	if len(analysis.Problems) > 0 {
 		return outcome{result: stalledResult(problemsReason(analysis.Problems), problemsMessage(analysis.Problems))}, nil, nil
 	}
-	if ring := ringThrough(all, seeds.Owner(seed)); ring != "" {
+	if ring := ringThrough(set, seeds.Owner(seed)); ring != "" {
 		return outcome{result: stalledResult(ohmlabv1alpha1.ReasonRefCycle, ring)}, nil, nil
 	}
 	if res, refused := deleteRefused(seed, opts.AllowDelete); refused {

@@ -7,10 +7,14 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+	"github.com/ohmlab/ohmlab-controller/internal/seeds"
+	"github.com/ohmlab/ohmlab-controller/templating"
 )
 
 // TestPreviewAgreesWithDrifted reconciles objects in observe-only mode and
@@ -85,5 +89,43 @@ func TestPreviewAgreesWithDrifted(t *testing.T) {
 	for _, r := range []string{ohmlabv1alpha1.ReasonObserveOnly, ohmlabv1alpha1.ReasonInSync, ohmlabv1alpha1.ReasonOwnedByAnother,
 		ohmlabv1alpha1.ReasonPathDeleted, ohmlabv1alpha1.ReasonRefPending, ohmlabv1alpha1.ReasonInvalidSpec, ohmlabv1alpha1.ReasonForbidden} {
 		g.Expect(reasons).To(HaveKey(r))
+	}
+}
+
+// TestDependencyOrder: sources come before the objects that copy them,
+// ties keep the input order, and objects on a ring come last.
+func TestDependencyOrder(t *testing.T) {
+	obj := func(name, data string) *ohmlabv1alpha1.VaultSeed {
+		return &ohmlabv1alpha1.VaultSeed{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
+			Spec: ohmlabv1alpha1.VaultSeedSpec{Path: "ohmlab/" + name, Data: &apiextensionsv1.JSON{Raw: []byte(data)}}}
+	}
+	tests := []struct {
+		name string
+		objs []*ohmlabv1alpha1.VaultSeed
+		want []string
+	}{
+		{"no references: input order", []*ohmlabv1alpha1.VaultSeed{obj("b", `{}`), obj("a", `{}`)}, []string{"b", "a"}},
+		{"a chain given backwards", []*ohmlabv1alpha1.VaultSeed{
+			obj("c", `{"k":"<ref:ohmlab/b#k>"}`), obj("b", `{"k":"<ref:ohmlab/a#k>"}`), obj("a", `{"k":"<random:4>"}`)},
+			[]string{"a", "b", "c"}},
+		{"a source of two, and a path outside the input", []*ohmlabv1alpha1.VaultSeed{
+			obj("x", `{"k":"<ref:ohmlab/s#k>","l":"<ref:ohmlab/elsewhere#k>"}`), obj("y", `{"k":"<ref:ohmlab/s#k>"}`), obj("s", `{"k":"<random:4>"}`)},
+			[]string{"s", "x", "y"}},
+		{"a ring comes last", []*ohmlabv1alpha1.VaultSeed{
+			obj("p", `{"k":"<ref:ohmlab/q#k>"}`), obj("q", `{"k":"<ref:ohmlab/p#k>"}`), obj("r", `{}`)},
+			[]string{"r", "p", "q"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			analyses := make([]templating.Analysis, len(tt.objs))
+			for i, o := range tt.objs {
+				_, analyses[i] = seeds.Analyse(o)
+			}
+			var got []string
+			for _, i := range dependencyOrder(tt.objs, analyses) {
+				got = append(got, tt.objs[i].Name)
+			}
+			NewWithT(t).Expect(got).To(Equal(tt.want))
+		})
 	}
 }

@@ -70,13 +70,14 @@ func (r *Reconciler) cycle(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, 
 		other, _ := seeds.Object(o)
 		objs = append(objs, other)
 	}
-	return ringThrough(objs, seeds.Owner(seed)), nil
+	return ringThrough(templating.AnalyseSet(objs), seeds.Owner(seed)), nil
 }
 
-// ringThrough returns the message of a reference cycle among objs through
-// the object owner ("<namespace>/<name>"), or "".
-func ringThrough(objs []templating.Object, owner string) string {
-	for _, p := range templating.AnalyseSet(objs) {
+// ringThrough returns the message of the reference cycle through the object
+// owner ("<namespace>/<name>") among the problems of templating.AnalyseSet,
+// or "".
+func ringThrough(set []templating.Problem, owner string) string {
+	for _, p := range set {
 		if p.Reason == templating.ReasonRefCycle && p.Object == owner {
 			return p.Message
 		}
