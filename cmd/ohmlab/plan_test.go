@@ -76,14 +76,17 @@ func snapshot(t *testing.T, v *harness.Vault) map[string]any {
 
 // Every value the tests write to Vault: none may appear in plan's output.
 var planValues = []string{"adopt-user-typed", "adopt-webhook-typed", "update-password-typed", "not-a-bcrypt-hash",
-	"prune-keep-typed", "prune-old-typed", "rotate-password-typed", "owned-typed", "deleted-typed", "insync-typed", "src-typed"}
+	"prune-keep-typed", "prune-keep-edited", "prune-old-typed", "rotate-password-typed", "owned-typed", "deleted-typed", "insync-typed", "src-typed"}
 
 // seedEveryAction writes the paths of planObjects: one object per action
 // kind and per reason to wait or stall.
 func seedEveryAction(t *testing.T, v *harness.Vault) {
 	put(t, v, "adopt", map[string]any{"user": "adopt-user-typed", "webhook": "adopt-webhook-typed"}, nil)
 	put(t, v, "update", map[string]any{"password": "update-password-typed", "hash": "not-a-bcrypt-hash"}, owned("update"))
+	// The controller wrote old at version 1; a person changed keep since,
+	// so the prune reads version 1 to see that old is unchanged.
 	put(t, v, "prune", map[string]any{"keep": "prune-keep-typed", "old": "prune-old-typed"}, owned("prune"))
+	put(t, v, "prune", map[string]any{"keep": "prune-keep-edited", "old": "prune-old-typed"}, nil)
 	put(t, v, "rotate", map[string]any{"password": "rotate-password-typed"},
 		map[string]any{ohmlabv1alpha1.OwnerMetadataKey: "vo/rotate", ohmlabv1alpha1.RotationTokenMetadataKey: "t1"})
 	put(t, v, "owned", map[string]any{"a": "owned-typed"}, map[string]any{ohmlabv1alpha1.OwnerMetadataKey: "vo/someone-else"})
@@ -303,6 +306,8 @@ func TestPlanUsage(t *testing.T) {
 		{"bad output", []string{"plan", "--output", "yaml", "-"}, nil, planError, "", "--output must be text or json"},
 		{"no address", []string{"plan", "-"}, map[string]string{"VAULT_ADDR": ""}, planError, "", "VAULT_ADDR is not set"},
 		{"no token", []string{"plan", "-"}, map[string]string{"VAULT_ADDR": "http://127.0.0.1:1", "VAULT_TOKEN": ""}, planError, "", "set VAULT_TOKEN or pass --token-file"},
+		{"a CA bundle that cannot be read", []string{"plan", "-"}, map[string]string{"VAULT_ADDR": "https://127.0.0.1:1", "VAULT_TOKEN": "t", "VAULT_CACERT": "/nonexistent/ca.pem"},
+			planError, "", "reading the CA bundle: open /nonexistent/ca.pem: no such file or directory"},
 	}
 	stdin := vaultSeed("a", "  path: ohmlab/a\n")
 	for _, tt := range tests {
