@@ -180,7 +180,7 @@ func checkDeployment(t *testing.T, objs []unstructured.Unstructured, process str
 		t.Fatalf("%d containers, want 1", len(pod.Containers))
 	}
 	c := pod.Containers[0]
-	if c.Image != "ghcr.io/ohmlab/ohmlab-controller:0.1.0" {
+	if c.Image != "ghcr.io/ohmlab/ohmlab-controller:"+release(t) {
 		t.Errorf("image = %q", c.Image)
 	}
 	if diff := cmp.Diff([]string{"/ohmlab-controller"}, c.Command); diff != "" {
@@ -987,7 +987,7 @@ func TestCRD(t *testing.T) {
 		want   map[string]string
 	}{
 		{name: "defaults", values: "{}", want: map[string]string{
-			"ohmlab.fr/revision": "0.1.0", "argocd.argoproj.io/sync-wave": "-10", "helm.sh/resource-policy": "keep",
+			"ohmlab.fr/revision": release(t), "argocd.argoproj.io/sync-wave": "-10", "helm.sh/resource-policy": "keep",
 			"controller-gen.kubebuilder.io/version": "v0.23.0",
 		}},
 		{name: "not kept, pinned revision", values: "crds: {keep: false, revision: 0123abc}", want: map[string]string{
