@@ -310,7 +310,7 @@ func checkRBAC(t *testing.T, objs []unstructured.Unstructured, sa, leaseNamespac
 	wantObjectRules := []rbacv1.PolicyRule{
 		{APIGroups: []string{"ohmlab.fr"}, Resources: []string{"vaultseeds"}, Verbs: []string{"list", "watch", "patch"}},
 		{APIGroups: []string{"ohmlab.fr"}, Resources: []string{"vaultseeds/status"}, Verbs: []string{"patch"}},
-		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create"}},
 	}
 	wantLeaseRules := []rbacv1.PolicyRule{
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{"ohmlab-controller-vault"}, Verbs: []string{"get", "update"}},
