@@ -118,8 +118,12 @@ func TestVaultPolicyIsMinimal(t *testing.T) {
 	}
 	got := map[string]string{}
 	for _, pattern := range slices.Sorted(maps.Keys(policy)) {
+		// A KV v2 pattern is <mount>/<data|metadata>/...; the calls run on its mount.
 		mount, kind, _ := strings.Cut(pattern, "/")
 		kind, _, _ = strings.Cut(kind, "/")
+		if mount != "ohmlab" && mount != "secret" {
+			mount, kind = "ohmlab", pattern
+		}
 		for _, capability := range policy[pattern] {
 			reduced := maps.Clone(policy)
 			reduced[pattern] = slices.DeleteFunc(slices.Clone(policy[pattern]), func(c string) bool { return c == capability })

@@ -256,7 +256,7 @@ func (e *Env) startVolumes(ctx, bg context.Context) error {
 		// The kubelet replaces a projected token at 80 % of its life.
 		e.every(bg, t.ttl*8/10, "refreshing a ServiceAccount token", refresh)
 	}
-	e.Kubeconfig = filepath.Join(dir, "kubeconfig")
+	e.Kubeconfig = filepath.Join(dir, "controller.kubeconfig")
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: e.CP.Config.Host, CertificateAuthorityData: e.CP.Config.CAData}
 	kc.AuthInfos[e.Chart.ServiceAccount] = &clientcmdapi.AuthInfo{TokenFile: apiToken}
