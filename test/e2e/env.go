@@ -58,6 +58,9 @@ type Options struct {
 	// Values are chart values merged over the environment's own (a nested
 	// map, as a values file).
 	Values map[string]any
+	// ControllerEnv are extra environment variables of every controller
+	// process (KEY=value).
+	ControllerEnv []string
 	// CRDDirectories are installed with the ohmlab CRD (cert-manager's).
 	CRDDirectories []string
 	// CertManager, when set, is started once the control plane runs, before

@@ -118,6 +118,7 @@ func (e *Env) StartControllerWithin(ctx context.Context, timeout time.Duration) 
 	}
 	c.cmd = cmd
 	c.cmd.Env = append(os.Environ(), "KUBECONFIG="+e.Kubeconfig, "POD_NAMESPACE="+ControllerNamespace, "POD_NAME="+c.Name)
+	c.cmd.Env = append(c.cmd.Env, e.opts.ControllerEnv...)
 	var out io.Writer = c.logs
 	if e.opts.ControllerLog != nil {
 		out = io.MultiWriter(c.logs, e.opts.ControllerLog)

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"slices"
 	"strings"
@@ -118,6 +119,19 @@ var behaviours = []behaviour{
 			}), nil
 		})
 	}},
+	{"none of its Kubernetes API requests is refused (rest_client_requests_total)", func(ctx context.Context, r *rbacRun) error {
+		// Last, for what the checks above cannot see: the reflector retries a
+		// refused watch with a relist, so the cache still works, late.
+		deadline := time.Now().Add(3 * time.Second)
+		for time.Now().Before(deadline) {
+			_, body := httpGet(ctx, "http://"+r.c.MetricsAddr+"/metrics")
+			if strings.Contains(body, `rest_client_requests_total{code="403"`) {
+				return errors.New("a request was refused (403)")
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		return nil
+	}},
 }
 
 // TestRBACIsMinimal installs the chart, then removes each verb of each
@@ -127,12 +141,20 @@ var behaviours = []behaviour{
 // excess: the test fails, naming it.
 func TestRBACIsMinimal(t *testing.T) {
 	ctx := context.Background()
-	env := startEnv(t, 2*time.Second)
+	// The cache lists then watches, as against an API server without
+	// watch-list streaming (or when a client falls back from it): with
+	// watch-list it needs watch only, a subset.
+	env, err := Start(ctx, Options{Dir: t.TempDir(), Resync: 2 * time.Second, ControllerBin: controllerBin,
+		ControllerEnv: []string{"KUBE_FEATURE_WatchListClient=false"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(env.Stop)
 
 	// Which behaviour each verb is needed for, by Role (release-relative name) and rule.
 	want := map[string]string{
 		"Role/vault-operator-system/ohmlab-controller-vault vaultseeds.ohmlab.fr list":                                          "its cache syncs (/readyz)",
-		"Role/vault-operator-system/ohmlab-controller-vault vaultseeds.ohmlab.fr watch":                                         "its cache syncs (/readyz)",
+		"Role/vault-operator-system/ohmlab-controller-vault vaultseeds.ohmlab.fr watch":                                         "none of its Kubernetes API requests is refused (rest_client_requests_total)",
 		"Role/vault-operator-system/ohmlab-controller-vault vaultseeds.ohmlab.fr patch":                                         "it removes a finalizer a VaultSeed no longer needs (allowDelete off)",
 		"Role/vault-operator-system/ohmlab-controller-vault vaultseeds/status.ohmlab.fr patch":                                  "a VaultSeed becomes Ready (status)",
 		"Role/vault-operator-system/ohmlab-controller-vault events.events.k8s.io create":                                        "it records an Event on the VaultSeed",
@@ -163,12 +185,15 @@ func TestRBACIsMinimal(t *testing.T) {
 			}()
 		}
 		for _, b := range behaviours {
+			start := time.Now()
 			bctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 			err := b.check(bctx, r)
 			cancel()
 			if err != nil {
+				t.Logf("%q fails (%v, after %s)", b.name, err, time.Since(start).Round(100*time.Millisecond))
 				return b.name
 			}
+			t.Logf("%q holds (%s)", b.name, time.Since(start).Round(100*time.Millisecond))
 		}
 		return ""
 	}
@@ -202,7 +227,7 @@ func TestRBACIsMinimal(t *testing.T) {
 		for i, rule := range rules {
 			for _, verb := range rule.Verbs {
 				name := ruleName(charttest.Key(o), rule, verb)
-				t.Run(name, func(t *testing.T) {
+				t.Run(strings.ReplaceAll(name, "/", ":"), func(t *testing.T) {
 					setRules(obj, withoutVerb(rules, i, verb))
 					if err := env.CP.Client.Update(ctx, obj); err != nil {
 						t.Fatal(err)
@@ -228,7 +253,7 @@ func TestRBACIsMinimal(t *testing.T) {
 		}
 	}
 	for name := range want {
-		if _, ok := got[name]; !ok {
+		if _, ok := got[name]; !ok && !strings.Contains(flag.Lookup("test.run").Value.String(), "/") {
 			t.Errorf("%s: the chart no longer grants it; update the test", name)
 		}
 	}
