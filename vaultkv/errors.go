@@ -25,8 +25,10 @@ const (
 	// (HTTP 400 "check-and-set parameter did not match the current
 	// version"); read and plan again.
 	ClassCASMismatch Class = "cas_mismatch"
-	// ClassForbidden: HTTP 403 (policy refusal, login refused), after one
-	// new login when the token itself was rejected.
+	// ClassForbidden: HTTP 403 or 401 (policy refusal, login refused), after
+	// one new login when the token itself was rejected; and HTTP 400 to a
+	// login (Kubernetes auth answers 400 "invalid role name" for a role
+	// that does not exist).
 	ClassForbidden Class = "forbidden"
 	// ClassUnavailable: Vault could not be reached or answered (connection
 	// refused or reset, timeout, 5xx, sealed, 429), or the client-side rate
@@ -135,7 +137,7 @@ func classify(op, path string, err error) *Error {
 	case errors.As(err, &re):
 		e.Status = re.StatusCode
 		e.Reason = responseReason(re)
-		e.Class = statusClass(re.StatusCode, e.Reason)
+		e.Class = statusClass(op, re.StatusCode, e.Reason)
 	case errors.Is(err, vaultapi.ErrSecretNotFound):
 		e.Class, e.Reason = ClassNotFound, "no secret in Vault's response"
 	case errors.Is(err, context.DeadlineExceeded):
@@ -172,11 +174,18 @@ func responseReason(re *vaultapi.ResponseError) string {
 	return strings.Join(msgs, "; ")
 }
 
-func statusClass(status int, reason string) Class {
+func statusClass(op string, status int, reason string) Class {
 	switch {
 	case status == http.StatusBadRequest && strings.Contains(reason, casMismatch):
 		return ClassCASMismatch
 	case status == http.StatusForbidden || status == http.StatusUnauthorized:
+		return ClassForbidden
+	case op == OpLogin && status == http.StatusBadRequest:
+		// A login request carries only the role and the JWT: Vault refuses
+		// one of those, not a malformed request of ours. Kubernetes auth
+		// answers 400 `invalid role name "x"` for a role that does not
+		// exist, the most common set-up mistake (product document,
+		// "Forbidden": the login role is missing).
 		return ClassForbidden
 	case status == http.StatusNotFound:
 		return ClassNotFound

@@ -83,11 +83,18 @@ type KV interface {
 }
 
 // SplitPath splits "<mount>/<rest>" at its first slash. Both parts must be
-// non-empty; the error (class invalid) says why otherwise.
+// non-empty, and no segment may be empty, "." or "..": vault/api cleans
+// request paths (path.Join), so such a path would be read and written as
+// another one. The error (class invalid) says why otherwise.
 func SplitPath(path string) (mount, rest string, err error) {
 	mount, rest, ok := strings.Cut(path, "/")
-	if !ok || mount == "" || strings.Trim(rest, "/") == "" {
+	if !ok || mount == "" || rest == "" {
 		return "", "", fmt.Errorf("path %q is not <mount>/<path>", path)
+	}
+	for _, s := range strings.Split(path, "/") {
+		if s == "" || s == "." || s == ".." {
+			return "", "", fmt.Errorf("path %q has an empty, '.' or '..' segment, which Vault's client would resolve to another path", path)
+		}
 	}
 	return mount, rest, nil
 }

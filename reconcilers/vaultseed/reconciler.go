@@ -35,13 +35,6 @@ import (
 	"github.com/ohmlab/ohmlab-controller/vaultkv"
 )
 
-// +kubebuilder:rbac:groups=ohmlab.fr,resources=vaultseeds,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=ohmlab.fr,resources=vaultseeds/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=ohmlab.fr,resources=vaultseeds/finalizers,verbs=update
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get,resourceNames=vaultseeds.ohmlab.fr
-
 const (
 	// maxCASAttempts bounds how often one reconcile reads and plans again
 	// after a check-and-set conflict before it backs off.
