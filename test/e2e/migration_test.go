@@ -48,8 +48,8 @@ func TestMigrationFromThePostConfigJob(t *testing.T) {
 	// The controller's Vault token lives 6 s (the chart's role grants 15
 	// min), so that the shadow sees it replaced twice.
 	g.Expect(env.Vault.WriteKubernetesRole(ctx, harness.KubernetesRole{
-		Name: VaultRole, ServiceAccount: ServiceAccount, Namespace: ControllerNamespace,
-		Audience: Audience, Policies: []string{VaultPolicy}, TTL: 6 * time.Second,
+		Name: VaultRole, ServiceAccount: env.Chart.ServiceAccount, Namespace: ControllerNamespace,
+		Audience: env.Chart.VaultAudience, Policies: []string{VaultPolicy}, TTL: 6 * time.Second,
 	})).To(Succeed())
 
 	// 1. The old Job seeds the paths and keeps running.
