@@ -240,8 +240,8 @@ type inFlight struct {
 }
 
 // landed reports a data write whose answer was lost when the path shows it
-// landed: the version after the one it named holds exactly the tree it
-// wrote. Its event, metric and managed keys are then recorded as if the
+// landed: the version after the one it named (read again when someone wrote
+// since) holds exactly the tree it wrote. Its event, metric and managed keys are then recorded as if the
 // answer had come (issue 12, item 4). It says whether it did.
 func (r *Reconciler) landed(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, path *vaultkv.Secret) bool {
 	key := client.ObjectKeyFromObject(seed)
@@ -250,13 +250,25 @@ func (r *Reconciler) landed(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed,
 		return false
 	}
 	p := v.(inFlight).plan
-	if !path.Exists || path.Deleted || path.Version != p.CAS+1 || !sameTree(path.Data, p.Data) {
+	if !path.Exists || path.Version <= p.CAS {
+		return false
+	}
+	written := path
+	if path.Version > p.CAS+1 {
+		// Someone wrote after it: the version it would have made tells.
+		var err error
+		if written, err = r.KV.ReadVersion(ctx, seed.Spec.Path, p.CAS+1); err != nil {
+			ctrl.LoggerFrom(ctx).Info("cannot tell whether a write whose answer was lost landed", "path", seed.Spec.Path, "version", p.CAS+1, "reason", err.Error())
+			return false
+		}
+	}
+	if !written.Exists || written.Deleted || !sameTree(written.Data, p.Data) {
 		return false
 	}
 	r.Metrics.DataWrites.WithLabelValues(r.Target, seed.Namespace, seed.Name).Inc()
-	r.Recorder.Eventf(seed, nil, corev1.EventTypeNormal, eventReason(p), "Write", "%s (KV version %d)", p.Summary(), path.Version)
-	ctrl.LoggerFrom(ctx).Info("a write whose answer was lost had landed", "path", seed.Spec.Path, "changes", p.Summary(), "version", path.Version)
-	r.unreported.Store(key, unreported{managedKeys: managedStatus(p, r.managed(seed), true, path.Version)})
+	r.Recorder.Eventf(seed, nil, corev1.EventTypeNormal, eventReason(p), "Write", "%s (KV version %d)", p.Summary(), written.Version)
+	ctrl.LoggerFrom(ctx).Info("a write whose answer was lost had landed", "path", seed.Spec.Path, "changes", p.Summary(), "version", written.Version)
+	r.unreported.Store(key, unreported{managedKeys: managedStatus(p, r.managed(seed), true, written.Version)})
 	r.notifyDependents(ctx, seed.Spec.Path)
 	return true
 }
