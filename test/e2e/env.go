@@ -6,6 +6,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -53,6 +54,12 @@ type Options struct {
 	Log io.Writer
 	// ControllerLog, when set, also receives what the controller prints.
 	ControllerLog io.Writer
+	// Vault, when set, is configured and used instead of a dev server (for
+	// example the Vault of a harness.FileVault); Stop stops it.
+	Vault *harness.Vault
+	// VaultAddress, when set, is the backend address the controller is
+	// configured with instead of Vault.Addr (for example a proxy).
+	VaultAddress string
 }
 
 // Env is a running environment.
@@ -94,9 +101,11 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 
 func (e *Env) setup(ctx context.Context) error {
 	var err error
-	e.logf("starting vault server -dev (KV v2 mounts secret and ohmlab)")
-	if e.Vault, err = harness.StartVault(); err != nil {
-		return err
+	if e.Vault = e.opts.Vault; e.Vault == nil {
+		e.logf("starting vault server -dev (KV v2 mounts secret and ohmlab)")
+		if e.Vault, err = harness.StartVault(); err != nil {
+			return err
+		}
 	}
 	for _, ns := range []string{SeedNamespace, ControllerNamespace} {
 		if err := e.CP.EnsureNamespace(ctx, ns); err != nil {
@@ -173,7 +182,7 @@ func (e *Env) writeConfig() error {
 		"resyncPeriod":   e.opts.Resync.String(),
 		"leaderElection": map[string]any{"namespace": ControllerNamespace, "leaseDuration": "4s"},
 		"backend": map[string]any{
-			"address": e.Vault.Addr,
+			"address": cmp.Or(e.opts.VaultAddress, e.Vault.Addr),
 			"timeout": "2s",
 			"auth": map[string]any{
 				"method": "kubernetes", "mount": harness.KubernetesAuthMount, "role": VaultRole,
