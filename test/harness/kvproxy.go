@@ -98,6 +98,9 @@ func StartKVProxy(upstream string, mounts ...string) (*KVProxy, error) {
 	p := &KVProxy{URL: "http://" + l.Addr().String(), mounts: mounts}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.Proxy = nil
+	// A connection per request: none outlives a Vault restart, so a request
+	// fails only when Vault is down at that moment.
+	tr.DisableKeepAlives = true
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:   func(r *httputil.ProxyRequest) { r.SetURL(target) },
 		Transport: tr,
