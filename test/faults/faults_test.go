@@ -84,7 +84,7 @@ var steps = []step{
 		return r.Path == path && r.Kind == harness.KVMetadata && r.Write() && r.CustomMetadata[ohmlabv1alpha1.OwnerMetadataKey] != ""
 	}},
 	{name: "after the data write", when: harness.AfterForwarding, match: func(path string, r harness.KVRequest) bool {
-		return r.Path == path && r.Kind == harness.KVData && r.Method == http.MethodPost
+		return r.Path == path && r.Kind == harness.KVData && r.Write()
 	}},
 	{name: "before the token record", when: harness.BeforeForwarding, rotate: true, match: func(path string, r harness.KVRequest) bool {
 		return r.Path == path && r.Kind == harness.KVMetadata && r.Write() &&
@@ -133,13 +133,11 @@ var faults = []fault{
 		c.Kill()
 		return done(nil), false
 	}},
-	{name: "kube-apiserver restarted", inject: func(s *suite) (<-chan error, bool) {
-		exited, err := s.env.CP.StopAPIServer()
-		if err != nil {
+	{name: "kube-apiserver killed, restarted", inject: func(s *suite) (<-chan error, bool) {
+		if err := s.env.CP.StopAPIServer(); err != nil {
 			return done(err), true
 		}
 		return recoverAfter(func() error {
-			<-exited
 			time.Sleep(down)
 			return s.env.CP.StartAPIServer(context.Background())
 		}), true

@@ -31,50 +31,47 @@ type apiserverProcess struct {
 	exited chan struct{}
 }
 
-// StopAPIServer sends SIGTERM to the kube-apiserver and returns at once,
-// with a channel closed once the process has exited; etcd keeps running.
-// StartAPIServer starts it again.
-func (cp *ControlPlane) StopAPIServer() (<-chan struct{}, error) {
+// StopAPIServer kills the kube-apiserver (SIGKILL, as a crash or an OOM
+// kill: what is in flight fails) and waits until it has exited; etcd keeps
+// running. StartAPIServer starts it again.
+func (cp *ControlPlane) StopAPIServer() error {
 	if cp.apiserver == nil {
 		bin, err := Bin(filepath.Join("k8s", "kube-apiserver"))
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if bin, err = filepath.EvalSymlinks(bin); err != nil {
-			return nil, err
+			return err
 		}
 		pid, err := childPid(bin)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 		if err != nil {
-			return nil, err
+			return err
 		}
 		args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
-		// envtest waits for its own child: poll until it is gone.
-		exited := make(chan struct{})
-		go func() {
-			for syscall.Kill(pid, 0) == nil {
-				time.Sleep(20 * time.Millisecond)
-			}
-			close(exited)
-		}()
-		if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
-			return nil, err
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			return err
+		}
+		// envtest waits for its own child: poll until it is reaped.
+		for syscall.Kill(pid, 0) == nil {
+			time.Sleep(10 * time.Millisecond)
 		}
 		cp.apiserver = &apiserverProcess{args: args}
-		return exited, nil
+		return nil
 	}
 	a := cp.apiserver
 	if a.cmd == nil {
-		return nil, errors.New("the kube-apiserver is already stopped")
+		return errors.New("the kube-apiserver is already stopped")
 	}
-	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		return nil, err
+	if err := a.cmd.Process.Kill(); err != nil {
+		return err
 	}
+	<-a.exited
 	a.cmd = nil
-	return a.exited, nil
+	return nil
 }
 
 // StartAPIServer starts the kube-apiserver stopped by StopAPIServer again,
@@ -116,11 +113,9 @@ func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
 // stopRestartedAPIServer kills the kube-apiserver the harness started, if
 // any, before envtest stops etcd.
 func (cp *ControlPlane) stopRestartedAPIServer() {
-	if cp.apiserver == nil || cp.apiserver.cmd == nil {
-		return
+	if cp.apiserver != nil && cp.apiserver.cmd != nil {
+		_ = cp.StopAPIServer()
 	}
-	_ = cp.apiserver.cmd.Process.Kill()
-	<-cp.apiserver.exited
 }
 
 // childPid returns the pid of this process's child that runs exe.

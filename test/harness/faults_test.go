@@ -80,7 +80,7 @@ func TestKVProxyHooks(t *testing.T) {
 	isMark := func(r harness.KVRequest) bool {
 		return r.Kind == harness.KVMetadata && r.Method == http.MethodPatch && r.Path == harness.VaultMount+"/"+path && r.CustomMetadata["owner"] == "me"
 	}
-	isWrite := func(r harness.KVRequest) bool { return r.Kind == harness.KVData && r.Method == http.MethodPost }
+	isWrite := func(r harness.KVRequest) bool { return r.Kind == harness.KVData && r.Write() }
 
 	tests := []struct {
 		name        string
@@ -150,9 +150,7 @@ func TestAPIServerRestart(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 
 	for range 2 {
-		exited, err := cp.StopAPIServer()
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Eventually(exited).WithTimeout(time.Minute).Should(BeClosed())
+		g.Expect(cp.StopAPIServer()).To(Succeed())
 		g.Expect(cp.Client.Get(ctx, client.ObjectKey{Name: "restart"}, &corev1.Namespace{})).NotTo(Succeed(), "the apiserver is down")
 		g.Expect(cp.StartAPIServer(ctx)).To(Succeed())
 	}

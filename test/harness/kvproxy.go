@@ -52,13 +52,15 @@ type KVRequest struct {
 	Kind KVKind
 	// Path is <mount>/<path>, as VaultSeed's spec.path names it.
 	Path string
-	// CustomMetadata is the custom_metadata a metadata write (POST or
-	// PATCH) carries.
+	// CustomMetadata is the custom_metadata a metadata write carries.
 	CustomMetadata map[string]string
 }
 
-// Write says whether the request changes the path (POST or PATCH).
-func (r KVRequest) Write() bool { return r.Method == http.MethodPost || r.Method == http.MethodPatch }
+// Write says whether the request writes (POST, PUT or PATCH: vault/api
+// sends its writes as PUT, which Vault treats as POST).
+func (r KVRequest) Write() bool {
+	return r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch
+}
 
 // When says when a hook runs relative to forwarding its request.
 type When int
