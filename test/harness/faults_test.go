@@ -97,8 +97,11 @@ func TestKVProxyHooks(t *testing.T) {
 			send: func() error {
 				return proxied.PatchMetadata(ctx, path, vaultapi.KVMetadataPatchInput{CustomMetadata: map[string]any{"owner": "me"}})
 			},
-			wantLanded: func() bool { m, _ := direct.GetMetadata(ctx, path); return m != nil && m.CustomMetadata["owner"] == "me" },
-			wantLands:  true,
+			wantLanded: func() bool {
+				m, _ := direct.GetMetadata(ctx, path)
+				return m != nil && m.CustomMetadata["owner"] == "me"
+			},
+			wantLands: true,
 		},
 		{
 			name: "after a data write, not answered", when: harness.AfterForwarding, match: isWrite, pass: false,
