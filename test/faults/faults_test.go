@@ -54,9 +54,9 @@ const (
 	resync = time.Second
 	// down is how long a fault lasts before its recovery starts.
 	down = 2 * time.Second
-	// standbys is how many controller processes run: the Lease holder and
+	// replicas is how many controller processes run: the Lease holder and
 	// one standby, replaced when they exit, as a Deployment's pods are.
-	standbys = 2
+	replicas = 2
 )
 
 var controllerBin string
@@ -166,10 +166,9 @@ func recoverAfter(fn func() error) <-chan error {
 }
 
 // suite is one environment shared by every case: a control plane, a
-// file-storage Vault behind the fault proxy, and standbys controller
+// file-storage Vault behind the fault proxy, and replicas controller
 // processes kept running by a supervisor.
 type suite struct {
-	t     *testing.T
 	env   *e2e.Env
 	vault *harness.FileVault
 	proxy *harness.KVProxy
@@ -181,7 +180,7 @@ type suite struct {
 }
 
 func newSuite(t *testing.T) *suite {
-	s := &suite{t: t}
+	s := &suite{}
 	s.vault = harness.FileVaultForTest(t)
 	s.proxy = harness.KVProxyForTest(t, s.vault.Addr, harness.VaultMount)
 	env, err := e2e.Start(context.Background(), e2e.Options{
@@ -219,7 +218,7 @@ func newSuite(t *testing.T) *suite {
 	return s
 }
 
-// supervise keeps standbys controller processes running: one that exits
+// supervise keeps replicas controller processes running: one that exits
 // (killed, or after losing its Lease) is replaced, as a kubelet restarts a
 // pod.
 func (s *suite) supervise(ctx context.Context) {
@@ -228,7 +227,7 @@ func (s *suite) supervise(ctx context.Context) {
 		s.controllers = slices.DeleteFunc(s.controllers, (*e2e.Controller).Exited)
 		n := len(s.controllers)
 		s.mu.Unlock()
-		if n < standbys {
+		if n < replicas {
 			c, err := s.env.StartController(ctx)
 			if err == nil {
 				s.mu.Lock()
