@@ -91,12 +91,16 @@ type Analysis struct {
 	// RefPaths are the distinct paths the object's references read, sorted,
 	// without the object's own path (Fill resolves those itself).
 	RefPaths []string
+	// Warnings are legal but surprising leaves, sorted by Key then Message,
+	// with an empty Reason: a plain string that is a template with white
+	// space around it ([LooksLikeTemplate]), written as literal text.
+	Warnings []Problem
 }
 
 // Analyse checks one object and returns every problem at once (product
 // document, "Templates"; issue 3, "Static analysis of one object"). All are
 // InvalidSpec unless said otherwise:
-//   - spec.path that is not "mount/path" ([ValidPath]);
+//   - spec.path that [ValidPath] refuses (message "spec.path " + PathMessage);
 //   - a key name that is empty or contains a dot;
 //   - a leaf that is a list, null or another non-leaf type;
 //   - a malformed template ([ParseLeaf]);
@@ -120,7 +124,7 @@ func Analyse(o Object) Analysis {
 		nodes:    make(map[string]bool),
 	}
 	if !ValidPath(o.Path) {
-		an.problem(ReasonInvalidSpec, "", "spec.path must be mount/path: at least two non-empty segments separated by '/', no '#'")
+		an.problem(ReasonInvalidSpec, "", "spec.path "+PathMessage)
 	}
 	an.walk("", o.Data, true)
 	for k := range an.a.Leaves {
@@ -129,6 +133,13 @@ func Analyse(o Object) Analysis {
 	sort.Strings(an.a.Keys)
 	an.checkLeaves()
 	an.checkRotation(o.Rotate)
+	sort.Slice(an.a.Warnings, func(i, j int) bool {
+		p, q := an.a.Warnings[i], an.a.Warnings[j]
+		if p.Key != q.Key {
+			return p.Key < q.Key
+		}
+		return p.Message < q.Message
+	})
 	sort.Slice(an.a.Problems, func(i, j int) bool {
 		p, q := an.a.Problems[i], an.a.Problems[j]
 		if p.Key != q.Key {
@@ -184,6 +195,9 @@ func (an *analyser) walk(prefix string, m map[string]any, valid bool) {
 			if err != nil {
 				an.problem(ReasonInvalidSpec, path, err.Error())
 			}
+			if l.Kind == KindPlain {
+				an.looksLikeTemplate(path, v)
+			}
 			an.leaf(path, l, ok && err == nil, ok)
 		case bool, float64, int64, int, json.Number:
 			an.leaf(path, Leaf{Kind: KindPlain, Value: v}, ok, ok)
@@ -197,6 +211,23 @@ func (an *analyser) walk(prefix string, m map[string]any, valid bool) {
 				an.problem(ReasonInvalidSpec, path, "unsupported value type: leaves are strings, numbers or booleans, nodes are maps")
 			}
 		}
+	}
+}
+
+// looksLikeTemplate warns about a plain string v that is a template with
+// white space around it. The message names the template when it is well
+// formed (a template is not a secret), never v.
+func (an *analyser) looksLikeTemplate(key, v string) {
+	t, ok := LooksLikeTemplate(v)
+	switch {
+	case !ok:
+		return
+	case t != "":
+		an.a.Warnings = append(an.a.Warnings, Problem{Key: key, Message: "is plain text, not the template " + t +
+			": with the white space around it the controller writes the text as it is; remove the white space to generate the value"})
+	default:
+		an.a.Warnings = append(an.a.Warnings, Problem{Key: key, Message: "is plain text that looks like a template with white space around it: " +
+			"the controller writes the text as it is; remove the white space to make it a template"})
 	}
 }
 

@@ -131,10 +131,13 @@ func TestAnalyseProblems(t *testing.T) {
 		want   []Problem
 	}{
 		// spec.path
-		{name: "path empty", path: "-", want: []Problem{spec("", "spec.path must be mount/path: at least two non-empty segments separated by '/', no '#'")}},
-		{name: "path one segment", path: "mount", want: []Problem{spec("", "spec.path must be mount/path: at least two non-empty segments separated by '/', no '#'")}},
-		{name: "path empty segment", path: "m//p", want: []Problem{spec("", "spec.path must be mount/path: at least two non-empty segments separated by '/', no '#'")}},
-		{name: "path with #", path: "m/p#k", want: []Problem{spec("", "spec.path must be mount/path: at least two non-empty segments separated by '/', no '#'")}},
+		{name: "path empty", path: "-", want: []Problem{spec("", errPath)}},
+		{name: "path one segment", path: "mount", want: []Problem{spec("", errPath)}},
+		{name: "path empty segment", path: "m//p", want: []Problem{spec("", errPath)}},
+		{name: "path with #", path: "m/p#k", want: []Problem{spec("", errPath)}},
+		{name: "path with a dot segment", path: "m/./p", want: []Problem{spec("", errPath)}},
+		{name: "path with a space", path: "m/p ", want: []Problem{spec("", errPath)}},
+		{name: "a ref's bad path is the ref's problem", data: m{"a": "<ref:m/../p#k>"}, want: []Problem{spec("a", errRefPath)}},
 
 		// Key names.
 		{name: "empty key at top", data: m{"": "x"}, want: []Problem{spec("", "a key name at the top level of data is empty")}},
@@ -165,7 +168,7 @@ func TestAnalyseProblems(t *testing.T) {
 		{name: "malformed uuid", data: m{"a": "<uuid:4>"}, want: []Problem{spec("a", errUUID)}},
 		{name: "malformed age", data: m{"a": "<age:private>"}, want: []Problem{spec("a", errAge)}},
 		{name: "malformed bcrypt", data: m{"a": "<bcrypt:>"}, want: []Problem{spec("a", errBcrypt)}},
-		{name: "malformed ref", data: m{"a": "<ref:onlymount#k>"}, want: []Problem{spec("a", errRef)}},
+		{name: "malformed ref", data: m{"a": "<ref:m/p#>"}, want: []Problem{spec("a", errRef)}},
 		{name: "unknown kind", data: m{"a": "<foo:1>"}, want: []Problem{spec("a", errUnknown)}},
 
 		// bcrypt targets.
@@ -234,7 +237,7 @@ func TestAnalyseProblems(t *testing.T) {
 		// Everything at once, sorted by key.
 		{name: "all at once", path: "bad", data: m{"z": nil, "a.b": "x", "h": "<bcrypt:nope>", "p": "<age:public>"}, rotate: &Rotate{Keys: []string{"q"}}, want: []Problem{
 			rot("", "rotate.token is empty: rotation needs a token"),
-			spec("", "spec.path must be mount/path: at least two non-empty segments separated by '/', no '#'"),
+			spec("", errPath),
 			spec("a.b", `key name "a.b" contains a dot: nest maps instead`),
 			spec("h", `<bcrypt:nope> hashes nope, which data does not declare (a key filled by hand is declared as "")`),
 			spec("p", "<age:public> needs an <age:secret> in the same object"),
@@ -255,6 +258,41 @@ func TestAnalyseProblems(t *testing.T) {
 			got := Analyse(Object{Path: path, Data: tt.data, Rotate: tt.rotate})
 			if diff := cmp.Diff(tt.want, got.Problems); diff != "" {
 				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestAnalyseWarnings(t *testing.T) {
+	type m = map[string]any
+	warn := func(key, msg string) Problem { return Problem{Key: key, Message: msg} }
+	const spaced = "is plain text, not the template <random:8>: with the white space around it the controller writes the text as it is; remove the white space to generate the value"
+	tests := []struct {
+		name string
+		data map[string]any
+		want []Problem
+	}{
+		{name: "templates and plain values", data: m{"a": "<random:8>", "b": "x <random:8>", "c": "", "d": " ", "e": "<pass word>"}},
+		{name: "space before", data: m{"a": " <random:8>"}, want: []Problem{warn("a", spaced)}},
+		{name: "space after", data: m{"a": "<random:8> "}, want: []Problem{warn("a", spaced)}},
+		{name: "newline after", data: m{"a": "<random:8>\n"}, want: []Problem{warn("a", spaced)}},
+		{name: "no-break space", data: m{"a": "\u00a0<random:8>"}, want: []Problem{warn("a", spaced)}},
+		{name: "space inside the brackets", data: m{"a": "< random:8 >"}, want: []Problem{warn("a", spaced)}},
+		{name: "nested, sorted by key", data: m{"z": " <uuid>", "a": m{"b": "<age:secret> "}}, want: []Problem{
+			warn("a.b", "is plain text, not the template <age:secret>: with the white space around it the controller writes the text as it is; remove the white space to generate the value"),
+			warn("z", "is plain text, not the template <uuid>: with the white space around it the controller writes the text as it is; remove the white space to generate the value"),
+		}},
+		{name: "a malformed template is not named", data: m{"a": " <random:0>"}, want: []Problem{warn("a",
+			"is plain text that looks like a template with white space around it: the controller writes the text as it is; remove the white space to make it a template")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Analyse(Object{Path: own, Data: tt.data})
+			if got.Problems != nil {
+				t.Fatalf("problems: %v", got.Problems)
+			}
+			if diff := cmp.Diff(tt.want, got.Warnings); diff != "" {
+				t.Errorf("warnings (-want +got):\n%s", diff)
 			}
 		})
 	}

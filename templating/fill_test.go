@@ -2,7 +2,6 @@ package templating
 
 import (
 	"encoding/json"
-	"errors"
 	"strings"
 	"testing"
 	"testing/cryptotest"
@@ -248,21 +247,10 @@ func TestFillErrors(t *testing.T) {
 		gen      Generator
 		in       FillInput
 		wantErr  string
-		wantAs   any
 	}{
 		{name: "analysis with problems", data: m{"a": nil, "b": "<hex:3>"}, wantErr: "templating: Fill needs an analysis without problems, this one has 2"},
 		{name: "regenerate a plain key", data: m{"a": "x"}, in: FillInput{Regenerate: []string{"a"}}, wantErr: "templating: cannot regenerate a: not a generated key of the object"},
 		{name: "regenerate an undeclared key", data: m{"a": "x"}, in: FillInput{Regenerate: []string{"b"}}, wantErr: "templating: cannot regenerate b: not a generated key of the object"},
-		{name: "hash of a placeholder not filled in", data: m{"ph": "", "h": "<bcrypt:ph>"}, wantErr: "templating: h derives from ph, which is empty", wantAs: &EmptySourceError{Key: "h", Source: "ph"}},
-		{name: "hash of an emptied key", data: m{"pw": "<random:8>", "h": "<bcrypt:pw>"}, in: FillInput{Current: m{"pw": ""}}, wantErr: "templating: h derives from pw, which is empty", wantAs: &EmptySourceError{Key: "h", Source: "pw"}},
-		{name: "reference not resolved", data: m{"x": "<ref:m/o#k>"}, wantErr: "templating: x derives from m/o#k, which is empty", wantAs: &EmptySourceError{Key: "x", Source: "m/o#k"}},
-		{name: "reference resolved empty", data: m{"x": "<ref:m/o#k>"}, in: FillInput{Refs: map[string]string{"x": ""}}, wantErr: "templating: x derives from m/o#k, which is empty", wantAs: &EmptySourceError{Key: "x", Source: "m/o#k"}},
-		{name: "reference to an empty placeholder of the own path", data: m{"ph": "", "c": "<ref:m/own#ph>"}, wantErr: "templating: c derives from ph, which is empty", wantAs: &EmptySourceError{Key: "c", Source: "ph"}},
-		{name: "hash of a value over 72 bytes", data: m{"pw": "", "h": "<bcrypt:pw>"}, in: FillInput{Current: m{"pw": strings.Repeat("s", 73)}}, wantErr: "templating: the value of pw is longer than 72 bytes, the most bcrypt accepts", wantAs: &InvalidValueError{Key: "pw", Reason: "is longer than 72 bytes, the most bcrypt accepts"}},
-		{name: "stored age secret unparsable", data: m{"s": "<age:secret>", "p": "<age:public>"}, in: FillInput{Current: m{"s": "AGE-SECRET-KEY-1BROKEN"}}, wantErr: "templating: the value of s is not an age X25519 secret key (AGE-SECRET-KEY-1…)", wantAs: &InvalidValueError{Key: "s", Reason: "is not an age X25519 secret key (AGE-SECRET-KEY-1…)"}},
-		{name: "stored age secret unparsable, public present", data: m{"s": "<age:secret>", "p": "<age:public>"}, in: FillInput{Current: m{"s": 5.0, "p": seqAgePublic}}, wantErr: "templating: the value of s is not an age X25519 secret key (AGE-SECRET-KEY-1…)", wantAs: &InvalidValueError{Key: "s", Reason: "is not an age X25519 secret key (AGE-SECRET-KEY-1…)"}},
-		{name: "a value where the declared tree has a map", data: m{"admin": m{"user": "admin"}}, in: FillInput{Current: m{"admin": "hand-made"}}, wantErr: "templating: cannot create admin.user without overwriting admin on the path", wantAs: &ShapeConflictError{Key: "admin.user", Conflict: "admin"}},
-		{name: "a map where the declared tree has a value", data: m{"admin": "<uuid>"}, in: FillInput{Current: m{"admin.z": "1", "admin.b.c": "2"}}, wantErr: "templating: cannot create admin without overwriting admin.b.c on the path", wantAs: &ShapeConflictError{Key: "admin", Conflict: "admin.b.c"}},
 		{name: "randomness fails", data: m{"a": "<uuid>"}, gen: Generator{Rand: &bytesThenFail{}}, wantErr: "templating: reading randomness: broken reader"},
 		{name: "bcrypt fails", data: m{"pw": "x", "h": "<bcrypt:pw>"}, gen: Generator{BcryptCost: 40}, wantErr: "templating: bcrypt: crypto/bcrypt: cost 40 is outside allowed inclusive range 4..31"},
 		{name: "leaf of no kind", analysis: Analysis{Leaves: map[string]Leaf{"a": {}}}, wantErr: "templating: unknown leaf kind  at a"},
@@ -281,25 +269,66 @@ func TestFillErrors(t *testing.T) {
 			if diff := cmp.Diff(tt.wantErr, errString(err)); diff != "" {
 				t.Errorf("error (-want +got):\n%s", diff)
 			}
-			switch want := tt.wantAs.(type) {
-			case *EmptySourceError:
-				var e *EmptySourceError
-				if !errors.As(err, &e) || *e != *want {
-					t.Errorf("error %#v, want %#v", err, want)
-				}
-			case *InvalidValueError:
-				var e *InvalidValueError
-				if !errors.As(err, &e) || *e != *want {
-					t.Errorf("error %#v, want %#v", err, want)
-				}
-			case *ShapeConflictError:
-				var e *ShapeConflictError
-				if !errors.As(err, &e) || *e != *want {
-					t.Errorf("error %#v, want %#v", err, want)
-				}
-			}
 			if diff := cmp.Diff(FillResult{}, got); diff != "" {
 				t.Errorf("result with an error (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestFillHoldsBackKeysThatCannotBeComputed: a key that cannot be computed
+// is held back with its error and the other keys are still filled (issue
+// 12, "A stall on one key does not freeze the path").
+func TestFillHoldsBackKeysThatCannotBeComputed(t *testing.T) {
+	type m = map[string]any
+	tests := []struct {
+		name       string
+		data       m
+		in         FillInput
+		wantValues m
+		wantHeld   []Held
+	}{
+		{name: "hash of a placeholder not filled in, on a new path", data: m{"ph": "", "h": "<bcrypt:ph>", "u": "admin"},
+			wantValues: m{"ph": "", "u": "admin"}, wantHeld: []Held{{"h", &EmptySourceError{Key: "h", Source: "ph"}}}},
+		{name: "hash of an emptied key", data: m{"pw": "<random:8>", "h": "<bcrypt:pw>"}, in: FillInput{Current: m{"pw": ""}},
+			wantValues: m{}, wantHeld: []Held{{"h", &EmptySourceError{Key: "h", Source: "pw"}}}},
+		{name: "reference not resolved, a deleted key still comes back", data: m{"x": "<ref:m/o#k>", "g": "<hex:4>"}, in: FillInput{Current: m{"x": "old"}},
+			wantValues: m{"g": "0000"}, wantHeld: []Held{{"x", &EmptySourceError{Key: "x", Source: "m/o#k"}}}},
+		{name: "reference resolved empty", data: m{"x": "<ref:m/o#k>"}, in: FillInput{Refs: map[string]string{"x": ""}},
+			wantValues: m{}, wantHeld: []Held{{"x", &EmptySourceError{Key: "x", Source: "m/o#k"}}}},
+		{name: "reference to an empty placeholder of the own path", data: m{"ph": "", "c": "<ref:m/own#ph>"},
+			wantValues: m{"ph": ""}, wantHeld: []Held{{"c", &EmptySourceError{Key: "c", Source: "ph"}}}},
+		{name: "hash of a value over 72 bytes", data: m{"pw": "", "h": "<bcrypt:pw>"}, in: FillInput{Current: m{"pw": strings.Repeat("s", 73)}},
+			wantValues: m{}, wantHeld: []Held{{"h", &InvalidValueError{Key: "pw", Reason: "is longer than 72 bytes, the most bcrypt accepts"}}}},
+		{name: "stored age secret unparsable", data: m{"s": "<age:secret>", "p": "<age:public>"}, in: FillInput{Current: m{"s": "AGE-SECRET-KEY-1BROKEN"}},
+			wantValues: m{}, wantHeld: []Held{{"p", &InvalidValueError{Key: "s", Reason: "is not an age X25519 secret key (AGE-SECRET-KEY-1…)"}}}},
+		{name: "a value where the declared tree has a map", data: m{"admin": m{"user": "admin"}, "other": "x"}, in: FillInput{Current: m{"admin": "hand-made"}},
+			wantValues: m{"other": "x"}, wantHeld: []Held{{"admin.user", &ShapeConflictError{Key: "admin.user", Conflict: "admin"}}}},
+		{name: "a map where the declared tree has a value", data: m{"admin": "<uuid>"}, in: FillInput{Current: m{"admin.z": "1", "admin.b.c": "2"}},
+			wantValues: m{}, wantHeld: []Held{{"admin", &ShapeConflictError{Key: "admin", Conflict: "admin.b.c"}}}},
+		{name: "a key deriving from a held key that the path lacks is held too", data: m{"admin": m{"pw": "<hex:4>"}, "h": "<bcrypt:admin.pw>"}, in: FillInput{Current: m{"admin": "hand-made"}},
+			wantValues: m{}, wantHeld: []Held{{"admin.pw", &ShapeConflictError{Key: "admin.pw", Conflict: "admin"}}, {"h", &EmptySourceError{Key: "h", Source: "admin.pw"}}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := Analyse(Object{Path: own, Data: tt.data})
+			if a.Problems != nil {
+				t.Fatalf("analysis: %v", a.Problems)
+			}
+			got, err := Generator{Rand: constReader(0), BcryptCost: 4}.Fill(a, tt.in)
+			if err != nil {
+				t.Fatalf("Fill: %v", err)
+			}
+			if diff := cmp.Diff(tt.wantValues, got.Values); diff != "" {
+				t.Errorf("values (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.wantHeld, got.Held, cmp.Comparer(func(a, b error) bool { return a.Error() == b.Error() })); diff != "" {
+				t.Errorf("held (-want +got):\n%s", diff)
+			}
+			for _, h := range got.Held {
+				if !holdable(h.Err) {
+					t.Errorf("held %s with %T, not one of the per-key errors", h.Key, h.Err)
+				}
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -18,10 +19,11 @@ func FuzzParseLeaf(f *testing.F) {
 		"<bcrypt:admin.password>", "<bcrypt:>", "<bcrypt:a..b>", "<ref:m/p#k.l>", "<ref:path-without-key>",
 		"<ref:onlymount#k>", "<foo:1>", "<Random:8>", "a<random:8>", "<random:8><hex:2>", "<ref:m/p#k#x>",
 		"<random:99999999999999999999>", "<\x00:1>", "<ünïcode:1>",
+		"<ref:m/../p#k>", "<ref:m/p q#k>", "<ref:m/p%2F#k>", " <random:8>", "<uuid>\n", "< random:8 >",
 	} {
 		f.Add(s)
 	}
-	known := []string{errRandom, errHex, errUUID, errAge, errBcrypt, errRef, errUnknown}
+	known := []string{errRandom, errHex, errUUID, errAge, errBcrypt, errRef, errRefPath, errUnknown}
 	f.Fuzz(func(t *testing.T, s string) {
 		l, err := ParseLeaf(s)
 		if err != nil {
@@ -47,11 +49,48 @@ func FuzzParseLeaf(f *testing.F) {
 			l.Kind == KindRef && (!ValidPath(l.Ref.Path) || !validKeyPath(l.Ref.Key)):
 			t.Fatalf("invalid leaf %+v accepted", l)
 		}
+		if tmpl, ok := LooksLikeTemplate(s); ok {
+			if l.Kind != KindPlain {
+				t.Fatalf("LooksLikeTemplate(%q) of a template", s)
+			}
+			if t2, err := ParseLeaf(tmpl); tmpl != "" && (err != nil || t2.Kind == KindPlain) {
+				t.Fatalf("LooksLikeTemplate(%q) = %q, which is not a template", s, tmpl)
+			}
+		}
 		if l.Generated() {
 			v, err := Generator{Rand: constReader(0)}.Generate(l)
 			if err != nil || (l.Length > 0 && len(v) != l.Length) {
 				t.Fatalf("Generate(%+v) = %q, %v", l, v, err)
 			}
+		}
+	})
+}
+
+// pathRule is the CRD's validation of spec.path (api/v1alpha1), which
+// ValidPath must agree with: the same regular expression and the same
+// refusal of "." and ".." segments.
+var pathRule = regexp.MustCompile(`^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)+$`)
+
+func FuzzValidPath(f *testing.F) {
+	for _, s := range []string{
+		"m/p", "ohmlab/platforms/production/core/keycloak", "m/./p", "m/../p", "./p", "m/...", "m/.a", "/m/p", "m/p/",
+		"m//p", "m/p q", " m/p", "m/p?x", "m/p%2e", "m/p#k", "m/+/*", "m/caf\u00e9", "m/p\x00", "",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		got := ValidPath(p)
+		dots := slices.ContainsFunc(strings.Split(p, "/"), func(s string) bool { return s == "." || s == ".." })
+		if want := len(p) <= MaxPathLength && pathRule.MatchString(p) && !dots; got != want {
+			t.Fatalf("ValidPath(%q) = %v, the CRD's rule says %v", p, got, want)
+		}
+		if strings.ContainsAny(p, "#<>") {
+			return
+		}
+		// The path of a reference follows the same rule.
+		l, err := ParseLeaf("<ref:" + p + "#k>")
+		if (err == nil) != got || (err == nil && l.Ref.Path != p) {
+			t.Fatalf("ParseLeaf of a reference to %q: %+v, %v; ValidPath says %v", p, l, err, got)
 		}
 	})
 }
@@ -62,6 +101,7 @@ func FuzzAnalyse(f *testing.F) {
 	f.Add(`{"a":"<ref:m/own#b>","b":"<ref:m/own#a>","h":"<bcrypt:h>","n":null,"l":[1],"a.b":1,"":true}`, "m/own", "a,b,,n")
 	f.Add(`{"pw":"","h":"<bcrypt:pw>","k":{"x":1.5,"y":12345678901234567890}}`, "m", "pw")
 	f.Add(`{"a":{"b":{"c":{"d":"<hex:8>"}}},"e":"<uuid>","f":"<foo:1>"}`, "m/own", "a.b.c.d,e")
+	f.Add(`{"a":" <random:8>","b":"<ref:m/../p#k>","c":"< uuid >"}`, "m/./own", "")
 	f.Fuzz(func(t *testing.T, data, path, keys string) {
 		var tree map[string]any
 		dec := json.NewDecoder(strings.NewReader(data))
@@ -74,7 +114,8 @@ func FuzzAnalyse(f *testing.F) {
 			o.Rotate = &Rotate{Token: "t", Keys: strings.Split(keys, ",")}
 		}
 		a := Analyse(o)
-		if !slices.IsSorted(a.Keys) || len(a.Keys) != len(a.Leaves) || !slices.IsSorted(a.RefPaths) || !slices.IsSorted(a.RotationKeys) {
+		warningsSorted := slices.IsSortedFunc(a.Warnings, func(p, q Problem) int { return strings.Compare(p.Key, q.Key) })
+		if !slices.IsSorted(a.Keys) || len(a.Keys) != len(a.Leaves) || !slices.IsSorted(a.RefPaths) || !slices.IsSorted(a.RotationKeys) || !warningsSorted {
 			t.Fatalf("unsorted or inconsistent analysis: %+v", a)
 		}
 		for _, k := range a.Keys {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"filippo.io/age"
 	"github.com/google/uuid"
@@ -41,7 +42,25 @@ type Generator struct {
 	// Cache, when set, spares bcrypt's cost when [Generator.Matches] checks
 	// a (hash, source) pair it has verified before. May be nil.
 	Cache *HashCache
+	// Dry makes values for a plan that is never written (observe-only
+	// mode): Bcrypt returns [DryBcrypt] without hashing and age secrets are
+	// one identity made once per process, so planning the same missing keys
+	// at every resync costs no bcrypt or age work.
+	Dry bool
 }
+
+// DryBcrypt is what a dry [Generator.Bcrypt] returns: not a bcrypt hash, so
+// it never matches anything.
+const DryBcrypt = "<dry-run bcrypt hash>"
+
+// dryAgeIdentity is the age secret every dry Generate returns.
+var dryAgeIdentity = sync.OnceValues(func() (string, error) {
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		return "", err
+	}
+	return id.String(), nil
+})
 
 func (g Generator) rand() io.Reader {
 	if g.Rand == nil {
@@ -88,6 +107,13 @@ func (g Generator) Generate(l Leaf) (string, error) {
 		}
 		return u.String(), nil
 	case KindAgeSecret:
+		if g.Dry {
+			id, err := dryAgeIdentity()
+			if err != nil {
+				return "", fmt.Errorf("templating: generating an age identity: %w", err)
+			}
+			return id, nil
+		}
 		id, err := age.GenerateX25519Identity()
 		if err != nil {
 			return "", fmt.Errorf("templating: generating an age identity: %w", err)
@@ -139,6 +165,9 @@ func AgePublic(secret string) (string, error) {
 func (g Generator) Bcrypt(src string) (string, error) {
 	if len(src) > MaxBcryptInput {
 		return "", ErrBcryptInputTooLong
+	}
+	if g.Dry {
+		return DryBcrypt, nil
 	}
 	cost := g.BcryptCost
 	if cost == 0 {

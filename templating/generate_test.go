@@ -409,3 +409,29 @@ func TestMatches(t *testing.T) {
 		}
 	}
 }
+
+// TestDryGeneratorDoesNoBcryptOrAgeWork: a dry generator plans the same
+// actions as a real one without hashing or generating age keys, so an
+// observe-only resync costs what a quiet one does (issue 12, item 5).
+func TestDryGeneratorDoesNoBcryptOrAgeWork(t *testing.T) {
+	a := Analyse(Object{Path: "m/own", Data: map[string]any{"pw": "<random:8>", "h": "<bcrypt:pw>", "s": "<age:secret>", "p": "<age:public>"}})
+	dry := Generator{Rand: constReader(0), Dry: true, BcryptCost: 31}
+	got, err := dry.Fill(a, FillInput{})
+	if err != nil {
+		t.Fatalf("Fill: %v", err)
+	}
+	if got.Values["h"] != DryBcrypt {
+		t.Errorf("h = %q, want the dry placeholder (cost 31 would take hours)", got.Values["h"])
+	}
+	again, err := dry.Generate(Leaf{Kind: KindAgeSecret})
+	if err != nil || again != got.Values["s"] {
+		t.Errorf("a dry age secret is one identity per process: %v", err)
+	}
+	real, err := Generator{Rand: constReader(0), BcryptCost: 4}.Fill(a, FillInput{})
+	if err != nil {
+		t.Fatalf("Fill: %v", err)
+	}
+	if diff := cmp.Diff(real.Changes, got.Changes); diff != "" {
+		t.Errorf("dry and real plans differ (-real +dry):\n%s", diff)
+	}
+}

@@ -45,8 +45,7 @@ const (
 
 // Ref is the source of a <ref:mount/path#key.path> leaf.
 type Ref struct {
-	// Path is "mount/path": at least two non-empty segments separated by
-	// "/", no leading or trailing "/", no "#".
+	// Path is "mount/path" as [ValidPath] accepts it.
 	Path string
 	// Key is the dotted key path of the source in that path ("a.b").
 	Key string
@@ -95,6 +94,53 @@ func (l Leaf) Derived() bool {
 // templateList names every template, for messages.
 const templateList = "<random:N>, <hex:N>, <uuid>, <age:secret>, <age:public>, <bcrypt:key.path>, <ref:mount/path#key.path>"
 
+// MaxPathLength is the longest path accepted, in bytes; the CRD's rule of
+// spec.path says the same.
+const MaxPathLength = 512
+
+// PathRule says which strings are paths. Every refusal of a path says it in
+// these words: the CRD's validation of spec.path (its XValidation message
+// is PathMessage), the webhook and `ohmlab validate` (issue 12, item 10).
+const PathRule = "<mount>/<path>: two or more segments of letters, digits, '.', '_' and '-', separated by '/' (no segment '.' or '..', at most 512 characters)"
+
+// PathMessage is the message of a spec.path that [ValidPath] refuses.
+const PathMessage = "must be " + PathRule
+
+// ValidPath reports whether p is a KV path as spec.path and references
+// declare it (see PathRule). The alphabet keeps one spelling per Vault path,
+// so that two objects cannot name one path two ways and escape the
+// duplicate check: vault/api cleans every request path (path.Join), so the
+// segments "." and ".." and an empty segment would read and write another
+// path than the one declared; "?", "#", "%" and white space are special in
+// a URL, where a client that does not escape them (curl, a browser) reads
+// another path or a query; "+" and "*" are the globs of Vault policies
+// (platforms/+/+/*); "#" also ends a reference's path. Letters, digits,
+// ".", "_" and "-" are what platform, tier and application names need.
+func ValidPath(p string) bool {
+	if len(p) > MaxPathLength {
+		return false
+	}
+	segs := strings.Split(p, "/")
+	if len(segs) < 2 {
+		return false
+	}
+	for _, s := range segs {
+		if s == "" || s == "." || s == ".." {
+			return false
+		}
+		for _, c := range []byte(s) {
+			if !pathByte(c) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func pathByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
+}
+
 // ParseLeaf parses one string leaf of spec.data (product document,
 // "Templates").
 //
@@ -113,15 +159,8 @@ const templateList = "<random:N>, <hex:N>, <uuid>, <age:secret>, <age:public>, <
 // Errors are plain English and never repeat s or its arguments (a mistyped
 // template may be a secret): they name the template kind and its rule.
 func ParseLeaf(s string) (Leaf, error) {
-	if len(s) < 2 || s[0] != '<' || s[len(s)-1] != '>' {
-		return Leaf{Kind: KindPlain, Value: s}, nil
-	}
-	inner := s[1 : len(s)-1]
-	if strings.ContainsAny(inner, "<>") {
-		return Leaf{Kind: KindPlain, Value: s}, nil
-	}
-	name, args, hasArgs := strings.Cut(inner, ":")
-	if !isTemplateName(name) {
+	name, args, hasArgs, shaped := templateShape(s)
+	if !shaped {
 		return Leaf{Kind: KindPlain, Value: s}, nil
 	}
 	switch name {
@@ -157,12 +196,58 @@ func ParseLeaf(s string) (Leaf, error) {
 		return Leaf{Kind: KindBcrypt, Template: s, Source: args}, nil
 	case "ref":
 		path, key, hasKey := strings.Cut(args, "#")
-		if !hasArgs || !hasKey || !ValidPath(path) || !validKeyPath(key) {
-			return Leaf{}, errors.New("<ref:mount/path#key.path> needs a path of at least two segments, then '#', then a dotted key path (no empty segment)")
+		if !hasArgs || !hasKey || !validKeyPath(key) {
+			return Leaf{}, errors.New("<ref:mount/path#key.path> needs a path, then '#', then a dotted key path (no empty segment)")
+		}
+		if !ValidPath(path) {
+			return Leaf{}, errors.New("the path of <ref:mount/path#key.path> " + PathMessage)
 		}
 		return Leaf{Kind: KindRef, Template: s, Ref: Ref{Path: path, Key: key}}, nil
 	}
 	return Leaf{}, errors.New("unknown template kind (templates are lowercase: " + templateList + "); a plain value cannot have the shape <name> or <name:args>")
+}
+
+// templateShape splits a template-shaped string into its name and
+// arguments (see ParseLeaf); shaped is false for any other string.
+func templateShape(s string) (name, args string, hasArgs, shaped bool) {
+	if len(s) < 2 || s[0] != '<' || s[len(s)-1] != '>' {
+		return "", "", false, false
+	}
+	inner := s[1 : len(s)-1]
+	if strings.ContainsAny(inner, "<>") {
+		return "", "", false, false
+	}
+	name, args, hasArgs = strings.Cut(inner, ":")
+	if !isTemplateName(name) {
+		return "", "", false, false
+	}
+	return name, args, hasArgs, true
+}
+
+// LooksLikeTemplate reports whether the plain string s is a template with
+// white space around it or just inside its brackets (" <random:8>",
+// "<uuid>\n", "< random:8 >"). It is written to Vault as the text it is,
+// which its author almost certainly did not mean, so the webhook and
+// `ohmlab validate` warn about it. template is the string without that
+// white space when it is a well-formed template, "" when it is not (a
+// malformed one). A template-shaped s is never one: ParseLeaf takes it
+// (for example "<ref:m/p# >", whose key is " ").
+func LooksLikeTemplate(s string) (template string, ok bool) {
+	if _, _, _, shaped := templateShape(s); shaped {
+		return "", false
+	}
+	t := strings.TrimSpace(s)
+	if len(t) < 2 || t[0] != '<' || t[len(t)-1] != '>' {
+		return "", false
+	}
+	t = "<" + strings.TrimSpace(t[1:len(t)-1]) + ">"
+	if _, _, _, shaped := templateShape(t); !shaped {
+		return "", false
+	}
+	if _, err := ParseLeaf(t); err != nil {
+		return "", true
+	}
+	return t, true
 }
 
 // isTemplateName reports whether name looks like a template kind: a letter,
@@ -197,25 +282,6 @@ func parseLength(s string) (int, bool) {
 		n = n*10 + int(c-'0')
 	}
 	return n, true
-}
-
-// ValidPath reports whether p is a KV path as spec.path and references
-// declare it: "mount/path", at least two non-empty segments separated by
-// "/", and no "#" (which separates a reference's path from its key).
-func ValidPath(p string) bool {
-	if strings.Contains(p, "#") {
-		return false
-	}
-	segs := strings.Split(p, "/")
-	if len(segs) < 2 {
-		return false
-	}
-	for _, s := range segs {
-		if s == "" {
-			return false
-		}
-	}
-	return true
 }
 
 // validKeyPath reports whether k is a dotted key path: one or more

@@ -1,6 +1,7 @@
 package templating
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -12,7 +13,9 @@ const (
 	errUUID    = "<uuid> takes no argument"
 	errAge     = "an age template must be <age:secret> or <age:public>"
 	errBcrypt  = "<bcrypt:key.path> needs the dotted key path of another key of the same object (no empty segment)"
-	errRef     = "<ref:mount/path#key.path> needs a path of at least two segments, then '#', then a dotted key path (no empty segment)"
+	errRef     = "<ref:mount/path#key.path> needs a path, then '#', then a dotted key path (no empty segment)"
+	errPath    = "spec.path must be <mount>/<path>: two or more segments of letters, digits, '.', '_' and '-', separated by '/' (no segment '.' or '..', at most 512 characters)"
+	errRefPath = "the path of <ref:mount/path#key.path> must be <mount>/<path>: two or more segments of letters, digits, '.', '_' and '-', separated by '/' (no segment '.' or '..', at most 512 characters)"
 	errUnknown = "unknown template kind (templates are lowercase: <random:N>, <hex:N>, <uuid>, <age:secret>, <age:public>, <bcrypt:key.path>, <ref:mount/path#key.path>); a plain value cannot have the shape <name> or <name:args>"
 )
 
@@ -80,13 +83,18 @@ func TestParseLeaf(t *testing.T) {
 		{name: "bcrypt empty segment", in: "<bcrypt:a..b>", wantErr: errBcrypt},
 		{name: "bcrypt leading dot", in: "<bcrypt:.a>", wantErr: errBcrypt},
 		{name: "ref without key", in: "<ref:path-without-key>", wantErr: errRef},
-		{name: "ref only mount", in: "<ref:onlymount#k>", wantErr: errRef},
+		{name: "ref empty path", in: "<ref:#k>", wantErr: errRefPath},
 		{name: "ref empty key", in: "<ref:m/p#>", wantErr: errRef},
 		{name: "ref key empty segment", in: "<ref:m/p#a.>", wantErr: errRef},
-		{name: "ref leading slash", in: "<ref:/m/p#k>", wantErr: errRef},
-		{name: "ref empty segment", in: "<ref:m//p#k>", wantErr: errRef},
-		{name: "ref trailing slash", in: "<ref:m/p/#k>", wantErr: errRef},
 		{name: "ref no argument", in: "<ref>", wantErr: errRef},
+		{name: "ref only mount", in: "<ref:onlymount#k>", wantErr: errRefPath},
+		{name: "ref leading slash", in: "<ref:/m/p#k>", wantErr: errRefPath},
+		{name: "ref empty segment", in: "<ref:m//p#k>", wantErr: errRefPath},
+		{name: "ref trailing slash", in: "<ref:m/p/#k>", wantErr: errRefPath},
+		{name: "ref dot-dot segment", in: "<ref:m/p/../q#k>", wantErr: errRefPath},
+		{name: "ref space", in: "<ref:m/p q#k>", wantErr: errRefPath},
+		{name: "ref query", in: "<ref:m/p?x=1#k>", wantErr: errRefPath},
+		{name: "ref percent", in: "<ref:m/p%2Fq#k>", wantErr: errRefPath},
 
 		// Unknown kinds are errors, not plain values.
 		{name: "unknown kind", in: "<foo:1>", wantErr: errUnknown},
@@ -160,17 +168,68 @@ func TestValidPath(t *testing.T) {
 	}{
 		{name: "two segments", in: "m/p", want: true},
 		{name: "many segments", in: "ohmlab/platforms/production/core/keycloak", want: true},
+		{name: "every allowed byte", in: "Az09._-/.a/..b/a./...", want: true},
+		{name: "512 bytes", in: "m/" + strings.Repeat("p", 510), want: true},
+		{name: "513 bytes", in: "m/" + strings.Repeat("p", 511)},
 		{name: "empty", in: ""},
 		{name: "one segment", in: "mount"},
 		{name: "leading slash", in: "/m/p"},
 		{name: "trailing slash", in: "m/p/"},
 		{name: "empty segment", in: "m//p"},
+		{name: "dot segment", in: "m/./p"},
+		{name: "dot-dot segment", in: "m/a/../p"},
+		{name: "dot mount", in: "./p"},
 		{name: "hash", in: "m/p#k"},
+		{name: "question mark", in: "m/p?x"},
+		{name: "percent", in: "m/p%2e"},
+		{name: "space", in: "m/p q"},
+		{name: "leading space", in: " m/p"},
+		{name: "trailing newline", in: "m/p\n"},
+		{name: "tab", in: "m/\tp"},
+		{name: "policy glob +", in: "m/+/p"},
+		{name: "policy glob *", in: "m/p*"},
+		{name: "backslash", in: "m\\p/q"},
+		{name: "non-ASCII letter", in: "m/caf\u00e9"},
+		{name: "NUL", in: "m/p\x00"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := ValidPath(tt.in); got != tt.want {
 				t.Errorf("ValidPath(%q) = %v, want %v", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestLooksLikeTemplate(t *testing.T) {
+	tests := []struct {
+		in           string
+		wantTemplate string
+		wantOK       bool
+	}{
+		{in: "<random:8>"},
+		{in: "<random:0>"},
+		{in: "plain"},
+		{in: ""},
+		{in: "  "},
+		{in: "x <random:8>"},
+		{in: "<random:8> x"},
+		{in: "<pass word>"},
+		{in: " <pass word> "},
+		{in: "< >"},
+		{in: "<ref:m/p# >"},
+		{in: " <random:8>", wantTemplate: "<random:8>", wantOK: true},
+		{in: "<random:8> ", wantTemplate: "<random:8>", wantOK: true},
+		{in: "\t<uuid>\n", wantTemplate: "<uuid>", wantOK: true},
+		{in: "< ref:m/p#k >", wantTemplate: "<ref:m/p#k>", wantOK: true},
+		{in: " <random:0>", wantOK: true},
+		{in: " <foo:1>", wantOK: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, ok := LooksLikeTemplate(tt.in)
+			if got != tt.wantTemplate || ok != tt.wantOK {
+				t.Errorf("LooksLikeTemplate(%q) = %q, %v; want %q, %v", tt.in, got, ok, tt.wantTemplate, tt.wantOK)
 			}
 		})
 	}

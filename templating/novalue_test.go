@@ -89,8 +89,14 @@ func TestNoValueInErrors(t *testing.T) {
 		if a.Problems != nil {
 			t.Fatalf("analysis: %v", a.Problems)
 		}
-		_, err := g.Fill(a, FillInput{Current: current})
-		add(err)
+		res, err := g.Fill(a, FillInput{Current: current})
+		if err != nil || len(res.Held) == 0 {
+			t.Errorf("Fill held nothing back (error %v)", err)
+			return
+		}
+		for _, h := range res.Held {
+			add(h.Err)
+		}
 	}
 	fill(m{"pw": "", "h": "<bcrypt:pw>"}, m{"pw": strings.Repeat(secret, 5)})
 	fill(m{"s": "<age:secret>", "p": "<age:public>"}, m{"s": "AGE-SECRET-KEY-1" + secret})

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -221,14 +222,32 @@ func (c *Client) Logins() int {
 // by delete_version_after does not count); a 404 with error messages (for
 // example no such mount) is ClassNotFound.
 func (c *Client) Read(ctx context.Context, path string) (*Secret, error) {
+	return c.read(ctx, path, 0)
+}
+
+// ReadVersion implements KV.ReadVersion with GET
+// <mount>/data/<rest>?version=<version>, answered as Read is.
+func (c *Client) ReadVersion(ctx context.Context, path string, version int) (*Secret, error) {
+	if version < 1 {
+		return nil, c.refuse(OpRead, path, fmt.Errorf("version %d is not positive", version))
+	}
+	return c.read(ctx, path, version)
+}
+
+// read reads the latest version (0) or the given one.
+func (c *Client) read(ctx context.Context, path string, version int) (*Secret, error) {
 	mount, rest, err := SplitPath(path)
 	if err != nil {
 		return nil, c.refuse(OpRead, path, err)
 	}
+	var query map[string][]string
+	if version > 0 {
+		query = map[string][]string{"version": {strconv.Itoa(version)}}
+	}
 	var s *Secret
 	err = c.do(ctx, OpRead, path, func(ctx context.Context) error {
 		return c.request(ctx, OpRead, path, func(ctx context.Context) error {
-			resp, err := c.api.Logical().ReadRawWithContext(ctx, mount+"/data/"+rest)
+			resp, err := c.api.Logical().ReadRawWithDataWithContext(ctx, mount+"/data/"+rest, query)
 			if resp != nil {
 				defer resp.Body.Close()
 			}
@@ -425,7 +444,10 @@ func (c *Client) withToken(ctx context.Context, op, path string, send func(conte
 // the configured timeout, and classifies its error.
 func (c *Client) request(ctx context.Context, op, path string, fn func(context.Context) error) error {
 	if err := c.limiter.Wait(ctx); err != nil {
-		return &Error{Op: op, Path: path, Class: ClassUnavailable, Reason: "client-side rate limit: " + err.Error()}
+		// The limiter refuses at once a wait that would outlast the
+		// deadline: the caller's time ran out, as for a timeout.
+		_, deadline := ctx.Deadline()
+		return &Error{Op: op, Path: path, Class: ClassUnavailable, Reason: "client-side rate limit: " + err.Error(), TimedOut: deadline}
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()

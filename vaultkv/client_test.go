@@ -37,9 +37,15 @@ func (f *fakeVault) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/v1/auth/kubernetes/login" {
 		var body struct{ Role, JWT string }
 		_ = json.NewDecoder(r.Body).Decode(&body)
-		if r.Header.Get("X-Vault-Token") != "" || body.Role != "ohmlab" {
+		if r.Header.Get("X-Vault-Token") != "" {
 			f.mu.Unlock()
 			http.Error(w, `{"errors":["bad login request"]}`, http.StatusBadRequest)
+			return
+		}
+		if body.Role != "ohmlab" { // what Kubernetes auth answers
+			f.mu.Unlock()
+			msg, _ := json.Marshal(map[string][]string{"errors": {fmt.Sprintf("invalid role name %q", body.Role)}})
+			answer(http.StatusBadRequest, string(msg))(w, r)
 			return
 		}
 		f.jwts = append(f.jwts, body.JWT)
@@ -409,7 +415,7 @@ func TestLoginFailures(t *testing.T) {
 		class  string
 		reason string
 	}{
-		{name: "unknown role", mutate: func(c *Config) { c.Auth.Role = "other" }, class: "invalid", reason: "bad login request"},
+		{name: "unknown role", mutate: func(c *Config) { c.Auth.Role = "other" }, class: "forbidden", reason: `invalid role name "other"`},
 		{name: "missing token file", mutate: func(c *Config) { c.Auth.TokenFile = "/nonexistent/token" }, class: "unavailable",
 			reason: "open /nonexistent/token: no such file or directory"},
 	}

@@ -25,8 +25,10 @@ const (
 	// (HTTP 400 "check-and-set parameter did not match the current
 	// version"); read and plan again.
 	ClassCASMismatch Class = "cas_mismatch"
-	// ClassForbidden: HTTP 403 (policy refusal, login refused), after one
-	// new login when the token itself was rejected.
+	// ClassForbidden: HTTP 403 or 401 (policy refusal, login refused), after
+	// one new login when the token itself was rejected; and HTTP 400 to a
+	// login (Kubernetes auth answers 400 "invalid role name" for a role
+	// that does not exist).
 	ClassForbidden Class = "forbidden"
 	// ClassUnavailable: Vault could not be reached or answered (connection
 	// refused or reset, timeout, 5xx, sealed, 429), or the client-side rate
@@ -73,6 +75,15 @@ type Error struct {
 	// transport's (for example "connect: connection refused"), or why the
 	// request was refused before sending. Never a value, token or body.
 	Reason string
+	// TimedOut is true when no answer came in time (the request's timeout
+	// or the caller's deadline): Vault hangs rather than refuses.
+	TimedOut bool
+}
+
+// IsTimeout says whether err is an *Error that timed out, however wrapped.
+func IsTimeout(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.TimedOut
 }
 
 // Error renders "vaultkv: <op> <path>: <class> (<status>): <reason>".
@@ -126,18 +137,18 @@ func classify(op, path string, err error) *Error {
 	case errors.As(err, &re):
 		e.Status = re.StatusCode
 		e.Reason = responseReason(re)
-		e.Class = statusClass(re.StatusCode, e.Reason)
+		e.Class = statusClass(op, re.StatusCode, e.Reason)
 	case errors.Is(err, vaultapi.ErrSecretNotFound):
 		e.Class, e.Reason = ClassNotFound, "no secret in Vault's response"
 	case errors.Is(err, context.DeadlineExceeded):
-		e.Reason = "timed out: context deadline exceeded"
+		e.Reason, e.TimedOut = "timed out: context deadline exceeded", true
 	case errors.Is(err, context.Canceled):
 		e.Reason = "canceled"
 	case errors.As(err, &ue):
 		// url.Error's own text repeats the method and URL; keep the cause.
-		e.Reason = ue.Err.Error()
+		e.Reason, e.TimedOut = ue.Err.Error(), ue.Timeout()
 	case errors.As(err, &ne):
-		e.Reason = ne.Error()
+		e.Reason, e.TimedOut = ne.Error(), ne.Timeout()
 	default:
 		e.Reason = err.Error()
 	}
@@ -163,11 +174,18 @@ func responseReason(re *vaultapi.ResponseError) string {
 	return strings.Join(msgs, "; ")
 }
 
-func statusClass(status int, reason string) Class {
+func statusClass(op string, status int, reason string) Class {
 	switch {
 	case status == http.StatusBadRequest && strings.Contains(reason, casMismatch):
 		return ClassCASMismatch
 	case status == http.StatusForbidden || status == http.StatusUnauthorized:
+		return ClassForbidden
+	case op == OpLogin && status == http.StatusBadRequest:
+		// A login request carries only the role and the JWT: Vault refuses
+		// one of those, not a malformed request of ours. Kubernetes auth
+		// answers 400 `invalid role name "x"` for a role that does not
+		// exist, the most common set-up mistake (product document,
+		// "Forbidden": the login role is missing).
 		return ClassForbidden
 	case status == http.StatusNotFound:
 		return ClassNotFound

@@ -21,6 +21,8 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"github.com/google/go-cmp/cmp"
 	vaultapi "github.com/hashicorp/vault/api"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/ohmlab/ohmlab-controller/test/harness"
 	"github.com/ohmlab/ohmlab-controller/vaultkv"
@@ -214,6 +216,39 @@ func TestIntegrationCheckAndSet(t *testing.T) {
 				t.Fatalf("Read (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestIntegrationPathsAreNotResolved: vault/api cleans request paths, so a
+// path with a ".." segment reaches another path (shown with vault/api
+// itself); vaultkv refuses such a path before sending anything.
+func TestIntegrationPathsAreNotResolved(t *testing.T) {
+	ctx := context.Background()
+	v := harness.VaultForTest(t)
+	r := record(t)
+	c := rootClient(t, r, v)
+	kv := v.Client.KVv2("ohmlab")
+	if _, err := kv.Put(ctx, "platforms/x/../p/core/k", map[string]any{"a": "b"}); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := kv.Get(ctx, "platforms/p/core/k"); err != nil || s.Data["a"] != "b" {
+		t.Fatalf("vault/api did not write platforms/x/../p/core/k at platforms/p/core/k: %v", err)
+	}
+	for _, path := range []string{"ohmlab/platforms/x/../p/core/k", "ohmlab/platforms/./p/core/k", "ohmlab/platforms//p/core/k", "ohmlab/platforms/p/core/k/"} {
+		_, err := c.Write(ctx, path, map[string]any{"a": "c"}, 1)
+		if !errors.Is(r.err(err), vaultkv.ErrInvalid) {
+			t.Errorf("Write(%q): %v, want invalid", path, err)
+		}
+		if err := c.Mark(ctx, path, map[string]string{"ohmlab.fr/owner": "ns/a"}); !errors.Is(err, vaultkv.ErrInvalid) {
+			t.Errorf("Mark(%q): %v, want invalid", path, err)
+		}
+		if err := c.Delete(ctx, path); !errors.Is(err, vaultkv.ErrInvalid) {
+			t.Errorf("Delete(%q): %v, want invalid", path, err)
+		}
+	}
+	s, err := c.Read(ctx, "ohmlab/platforms/p/core/k")
+	if err != nil || s.Version != 1 || s.CustomMetadata != nil {
+		t.Fatalf("the resolved path was touched: %+v, %v", s, err)
 	}
 }
 
@@ -592,6 +627,64 @@ func TestIntegrationKubernetesAuth(t *testing.T) {
 	})
 }
 
+// TestIntegrationLoginRefusals: each way the Kubernetes auth method refuses
+// the controller's login is Forbidden with Vault's reason, and counted as
+// ohmlab_backend_requests_total{operation="login",code="forbidden"}
+// (product document, "Forbidden": the login role is missing or does not
+// accept the controller's ServiceAccount; alert OhmlabBackendForbidden).
+func TestIntegrationLoginRefusals(t *testing.T) {
+	ctx := context.Background()
+	v := harness.VaultForTest(t)
+	r := record(t)
+	tokenFile := kubernetesSetup(t, v, r)
+	for _, role := range []harness.KubernetesRole{
+		{Name: "other-sa", ServiceAccount: "someone-else", Namespace: "ohmlab-system", Audience: "vault", Policies: []string{"ohmlab-platforms"}},
+		{Name: "other-namespace", ServiceAccount: "ohmlab-controller", Namespace: "elsewhere", Audience: "vault", Policies: []string{"ohmlab-platforms"}},
+	} {
+		if err := v.WriteKubernetesRole(ctx, role); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name      string
+		role      string
+		audience  string // of the ServiceAccount token
+		wantCode  int
+		wantCause string // Vault's reason
+	}{
+		{"missing role", "nope", "vault", 400, `invalid role name "nope"`},
+		{"role bound to another ServiceAccount", "other-sa", "vault", 403, "service account name not authorized"},
+		{"role bound to another namespace", "other-namespace", "vault", 403, "namespace not authorized"},
+		{"token with the wrong audience", "ohmlab", "other", 403, "invalid audience (aud) claim"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			c := newClient(t, r, vaultkv.Config{Address: v.Addr, Metrics: vaultkv.NewMetrics(reg),
+				Auth: vaultkv.AuthConfig{Method: vaultkv.MethodKubernetes, Role: tt.role, Audience: "vault", TokenFile: tokenFile(tt.audience)}})
+			_, err := c.Read(ctx, "ohmlab/platforms/core/keycloak/admin")
+			var e *vaultkv.Error
+			if !errors.As(r.err(err), &e) || !errors.Is(err, vaultkv.ErrForbidden) || e.Op != vaultkv.OpLogin ||
+				e.Status != tt.wantCode || !strings.Contains(e.Reason, tt.wantCause) {
+				t.Fatalf("got %v, want a forbidden login (%d) with Vault's reason %q", err, tt.wantCode, tt.wantCause)
+			}
+			t.Logf("%s: %v", tt.name, err)
+			want := `
+# HELP ohmlab_backend_requests_total Requests to a backend by operation and outcome class (ok, not_found, cas_mismatch, forbidden, unavailable, invalid).
+# TYPE ohmlab_backend_requests_total counter
+ohmlab_backend_requests_total{code="forbidden",operation="login",target="vault"} 1
+ohmlab_backend_requests_total{code="forbidden",operation="read",target="vault"} 1
+`
+			if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "ohmlab_backend_requests_total"); err != nil {
+				t.Fatal(err)
+			}
+			if c.Logins() != 0 {
+				t.Fatalf("Logins() = %d, want 0", c.Logins())
+			}
+		})
+	}
+}
+
 // TestIntegrationNoSecretsInErrorsOrLogs drives every failure path with
 // secret values, JWTs and Vault tokens around, then searches every error
 // text and log line (at the highest verbosity) for them. The other
@@ -649,7 +742,7 @@ func TestIntegrationNoSecretsInErrorsOrLogs(t *testing.T) {
 		{"login to an unknown role", func() error {
 			_, err := kubernetesClient(t, r, v, "nope", tokenFile("vault")).Write(ctx, path, value(), 2)
 			return err
-		}, "invalid"},
+		}, "forbidden"},
 	}
 	for _, f := range failures {
 		if got := vaultkv.ClassOf(r.err(f.call())); got != f.class {

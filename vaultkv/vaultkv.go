@@ -59,6 +59,11 @@ type KV interface {
 	// Read returns the path's latest version, data and custom_metadata in
 	// one request. An absent path is not an error: Secret.Exists is false.
 	Read(ctx context.Context, path string) (*Secret, error)
+	// ReadVersion returns one version of the path (1 or more), answered as
+	// Read: Exists false when the path or the version does not exist,
+	// Deleted when that version is soft-deleted or destroyed. A prune reads
+	// the version the controller wrote to tell whether a key changed since.
+	ReadVersion(ctx context.Context, path string, version int) (*Secret, error)
 	// Write replaces the path's whole data tree with check-and-set: cas is
 	// the version read (0: the path must have no version). It returns the
 	// new version, or an error of class ErrCASMismatch when the path's
@@ -78,11 +83,18 @@ type KV interface {
 }
 
 // SplitPath splits "<mount>/<rest>" at its first slash. Both parts must be
-// non-empty; the error (class invalid) says why otherwise.
+// non-empty, and no segment may be empty, "." or "..": vault/api cleans
+// request paths (path.Join), so such a path would be read and written as
+// another one. The error (class invalid) says why otherwise.
 func SplitPath(path string) (mount, rest string, err error) {
 	mount, rest, ok := strings.Cut(path, "/")
-	if !ok || mount == "" || strings.Trim(rest, "/") == "" {
+	if !ok || mount == "" || rest == "" {
 		return "", "", fmt.Errorf("path %q is not <mount>/<path>", path)
+	}
+	for _, s := range strings.Split(path, "/") {
+		if s == "" || s == "." || s == ".." {
+			return "", "", fmt.Errorf("path %q has an empty, '.' or '..' segment, which Vault's client would resolve to another path", path)
+		}
 	}
 	return mount, rest, nil
 }

@@ -24,6 +24,12 @@ func TestSplitPath(t *testing.T) {
 		{"secret/", "", "", false},
 		{"/x", "", "", false},
 		{"", "", "", false},
+		{"secret/x/", "", "", false},
+		{"secret//x", "", "", false},
+		{"secret/./x", "", "", false},
+		{"secret/a/../x", "", "", false},
+		{"./x", "", "", false},
+		{"secret/.x/..y/...", "secret", ".x/..y/...", true},
 	}
 	for _, tt := range tests {
 		mount, rest, err := SplitPath(tt.path)
@@ -103,7 +109,7 @@ func TestClassify(t *testing.T) {
 			Err: &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused")}},
 			Error{Class: ClassUnavailable, Reason: "dial tcp: connect: connection refused"}},
 		{"deadline", fmt.Errorf("x: %w", &url.Error{Op: "Get", URL: "u", Err: context.DeadlineExceeded}),
-			Error{Class: ClassUnavailable, Reason: "timed out: context deadline exceeded"}},
+			Error{Class: ClassUnavailable, Reason: "timed out: context deadline exceeded", TimedOut: true}},
 		{"canceled", context.Canceled, Error{Class: ClassUnavailable, Reason: "canceled"}},
 		{"no secret", fmt.Errorf("%w: after writing", vaultapi.ErrSecretNotFound),
 			Error{Class: ClassNotFound, Reason: "no secret in Vault's response"}},
@@ -113,6 +119,31 @@ func TestClassify(t *testing.T) {
 			want := tt.want
 			want.Op, want.Path = OpWrite, "ohmlab/x"
 			got := classify(OpWrite, "ohmlab/x", tt.err)
+			if diff := cmp.Diff(&want, got); diff != "" {
+				t.Fatalf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+
+	// A login carries only a role and a JWT: Vault's 400 refuses one of them.
+	logins := []struct {
+		name string
+		err  error
+		want Error
+	}{
+		{"missing role", respErr(400, false, `invalid role name "nope"`),
+			Error{Class: ClassForbidden, Status: 400, Reason: `invalid role name "nope"`}},
+		{"service account not bound", respErr(403, false, "service account name not authorized"),
+			Error{Class: ClassForbidden, Status: 403, Reason: "service account name not authorized"}},
+		{"sealed", respErr(503, false, "Vault is sealed"), Error{Class: ClassUnavailable, Status: 503, Reason: "Vault is sealed"}},
+		{"quota", respErr(429, false, "rate limit quota exceeded"),
+			Error{Class: ClassUnavailable, Status: 429, Reason: "rate limit quota exceeded"}},
+	}
+	for _, tt := range logins {
+		t.Run("login "+tt.name, func(t *testing.T) {
+			want := tt.want
+			want.Op, want.Path = OpLogin, "auth/kubernetes/login"
+			got := classify(OpLogin, "auth/kubernetes/login", tt.err)
 			if diff := cmp.Diff(&want, got); diff != "" {
 				t.Fatalf("(-want +got):\n%s", diff)
 			}

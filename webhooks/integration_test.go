@@ -21,6 +21,7 @@ import (
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
 	"github.com/ohmlab/ohmlab-controller/internal/seeds"
+	"github.com/ohmlab/ohmlab-controller/templating"
 	"github.com/ohmlab/ohmlab-controller/test/harness"
 	"github.com/ohmlab/ohmlab-controller/webhooks"
 )
@@ -175,6 +176,25 @@ func TestAdmission(t *testing.T) {
 		out, err = k.apply(ctx, manifest(ns, "plain", "    path: ohmlab/platforms/test/core/plain\n    data:\n      webhook: \"\"\n    rotate:\n      token: \"1\"\n"))
 		g.Expect(err).NotTo(HaveOccurred(), out)
 		g.Expect(out).To(ContainSubstring("Warning: spec.rotate: rotate has no keys and data declares no generated key"))
+
+		// A template with white space around it would be written as text.
+		out, err = k.apply(ctx, manifest(ns, "spaced", "    path: ohmlab/platforms/test/core/spaced\n    data:\n      a: \" <random:8>\"\n      b: \"<uuid> \"\n"))
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(out).To(ContainSubstring("vaultseed.ohmlab.fr/spaced created"))
+		g.Expect(out).To(ContainSubstring("Warning: a: is plain text, not the template <random:8>: with the white space around it the controller writes the text as it is"))
+		g.Expect(out).To(ContainSubstring("Warning: b: is plain text, not the template <uuid>:"))
+	})
+
+	t.Run("a path that is not one Vault path is refused with the one message", func(t *testing.T) {
+		g := NewWithT(t)
+		// The CRD refuses spec.path before the webhook is called...
+		out, err := k.apply(ctx, manifest(ns, "dots", "    path: ohmlab/platforms/test/core/../other\n"))
+		g.Expect(err).To(HaveOccurred(), out)
+		g.Expect(out).To(ContainSubstring(`spec.path: Invalid value: "ohmlab/platforms/test/core/../other": ` + templating.PathMessage))
+		// ...and the webhook the path of a reference.
+		out, err = k.apply(ctx, manifest(ns, "refdots", "    path: ohmlab/platforms/test/core/refdots\n    data:\n      k: \"<ref:ohmlab/platforms/test/core/../a#k>\"\n"))
+		g.Expect(err).To(HaveOccurred(), out)
+		g.Expect(out).To(ContainSubstring("denied the request: k: the path of <ref:mount/path#key.path> " + templating.PathMessage))
 	})
 
 	t.Run("a second object on the same path is refused", func(t *testing.T) {

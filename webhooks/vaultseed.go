@@ -60,7 +60,12 @@ func NewWebhook(scheme *runtime.Scheme, reader client.Reader, namespaces []strin
 // It refuses, with one message listing every problem as "<key path>:
 // <reason>", what internal/validate finds: the problems of the object
 // alone, another object on its path, a reference cycle through its path,
-// and a change of spec.path. It never blocks a DELETE, a status update, an
+// and a change of spec.path; it returns internal/validate's warnings (a
+// template with white space around it, written as text; a rotate block that
+// regenerates nothing; a changed value the controller keeps) as admission
+// warnings, which kubectl prints. A related object whose spec.data cannot
+// be decoded is an internal error, not an admission: a cycle through it
+// could not be seen. It never blocks a DELETE, a status update, an
 // update of an object being deleted (finalizer removal), or an update that
 // leaves the spec as it was (metadata only), so an object admitted before
 // the webhook existed can always be labelled, released and deleted.

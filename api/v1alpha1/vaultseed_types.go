@@ -20,13 +20,20 @@ const (
 
 // VaultSeedSpec declares one KV v2 path and the tree it must hold.
 type VaultSeedSpec struct {
+	// The rule and its message are templating.ValidPath's and
+	// templating.PathMessage, which the webhook and `ohmlab validate` use
+	// (webhooks.TestPathSpellings checks that they agree). maxLength only
+	// bounds the rule's cost, which the API server must be able to bound;
+	// the rule refuses paths over 512 bytes itself, so that they get the
+	// message of every other bad path.
+
 	// Path is <mount>/<path> of the KV v2 secret, for example
-	// ohmlab/platforms/production/core/keycloak. At least two segments, no
-	// leading or trailing slash, no empty segment. Immutable: delete the
-	// object and create another.
-	// +kubebuilder:validation:MinLength=3
-	// +kubebuilder:validation:MaxLength=512
-	// +kubebuilder:validation:Pattern=`^[^/]+(/[^/]+)+$`
+	// ohmlab/platforms/production/core/keycloak: two or more segments of
+	// letters, digits, '.', '_' and '-', separated by '/' (no segment '.' or
+	// '..', at most 512 characters), so that one spelling names one Vault
+	// path. Immutable: delete the object and create another.
+	// +kubebuilder:validation:MaxLength=4096
+	// +kubebuilder:validation:XValidation:rule="self.size() <= 512 && self.matches('^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)+$') && self.split('/').all(s, s != '.' && s != '..')",message="must be <mount>/<path>: two or more segments of letters, digits, '.', '_' and '-', separated by '/' (no segment '.' or '..', at most 512 characters)"
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.path is immutable: delete the object and create another"
 	Path string `json:"path"`
 
@@ -84,15 +91,31 @@ type VaultSeedStatus struct {
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// ManagedKeys are the dotted key paths this controller wrote on the
-	// path, sorted. Only these are ever pruned.
-	// +listType=set
+	// ManagedKeys are the keys this controller wrote on the path, sorted by
+	// key, each with the KV version of its last write by the controller.
+	// Only these are ever pruned, and only while their value is still the
+	// one written at that version (product document, "Pruning").
+	// +listType=map
+	// +listMapKey=key
 	// +optional
-	ManagedKeys []string `json:"managedKeys,omitempty"`
+	ManagedKeys []ManagedKey `json:"managedKeys,omitempty"`
 
 	// Version is the KV v2 version of the path last read or written.
 	// +optional
 	Version int64 `json:"version,omitempty"`
+}
+
+// ManagedKey is one key this controller wrote. It holds no value and no
+// digest of one: the value the controller wrote is read back from Vault at
+// Version when a prune needs it.
+type ManagedKey struct {
+	// Key is the dotted key path.
+	// +kubebuilder:validation:MinLength=1
+	Key string `json:"key"`
+	// Version is the KV v2 version the controller's last write of the key
+	// created.
+	// +kubebuilder:validation:Minimum=1
+	Version int64 `json:"version"`
 }
 
 // VaultSeed declares one KV v2 path of Vault: the controller seeds missing

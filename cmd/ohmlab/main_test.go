@@ -308,6 +308,7 @@ func FuzzRead(f *testing.F) {
 	f.Add([]byte("apiVersion: v1\nkind: List\nitems:\n- apiVersion: ohmlab.fr/v1alpha1\n  kind: VaultSeed\n  metadata: {name: a}\n  spec: {path: 1}\n"))
 	f.Add([]byte("--- {kind: VaultSeedList, apiVersion: ohmlab.fr/v1alpha1, items: [{spec: {data: {a: [1]}}}]}\n---\n"))
 	f.Add([]byte("a: &x [*x]\n---\n\t- :\n"))
+	f.Add([]byte(vaultSeed("p", "  path: \"ohmlab/a/../b \"\n  data: {k: \"<ref:ohmlab/%2e/x#k>\", s: \" <random:8>\", t: \"< uuid >\"}\n")))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		objs, err := readStream("fuzz.yaml", data)
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+	"github.com/ohmlab/ohmlab-controller/templating"
 )
 
 // Cache indexes of VaultSeed objects.
@@ -24,6 +25,8 @@ var Indexes = map[string]client.IndexerFunc{
 	IndexPath: func(o client.Object) []string {
 		return []string{o.(*ohmlabv1alpha1.VaultSeed).Spec.Path}
 	},
+	// An object whose spec.data cannot be decoded reads no path here;
+	// Related reports it.
 	IndexRefPaths: func(o client.Object) []string {
 		_, a := Analyse(o.(*ohmlabv1alpha1.VaultSeed))
 		return a.RefPaths
@@ -47,6 +50,11 @@ func IndexFields(ctx context.Context, mgr ctrl.Manager) error {
 // them path by path with the IndexPath index of reader (the manager's
 // cache), not the whole cache, and leaves out any copy of seed itself (the
 // cached version of an update).
+//
+// An object among them whose spec.data cannot be decoded (the API server's
+// schema makes it an object, so only a cache fed otherwise holds one) is an
+// error naming it: its references are unknown, and a verdict without them
+// could miss a cycle.
 func Related(ctx context.Context, reader client.Reader, seed *ohmlabv1alpha1.VaultSeed) ([]*ohmlabv1alpha1.VaultSeed, error) {
 	_, a := Analyse(seed)
 	queue := append([]string{seed.Spec.Path}, a.RefPaths...)
@@ -68,9 +76,12 @@ func Related(ctx context.Context, reader client.Reader, seed *ohmlabv1alpha1.Vau
 			if o.Namespace == seed.Namespace && o.Name == seed.Name {
 				continue
 			}
+			obj, err := Object(o)
+			if err != nil {
+				return nil, fmt.Errorf("analysing the VaultSeeds related to %s: %w", Owner(seed), err)
+			}
 			out = append(out, o)
-			_, oa := Analyse(o)
-			queue = append(queue, oa.RefPaths...)
+			queue = append(queue, templating.Analyse(obj).RefPaths...)
 		}
 	}
 	return out, nil

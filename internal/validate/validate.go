@@ -102,6 +102,9 @@ func Set(objs []*ohmlabv1alpha1.VaultSeed) []Verdict {
 				Message: "must be Retain or Delete"})
 		}
 		out[i].Warnings = rotationWarnings(s, a)
+		for _, w := range a.Warnings {
+			out[i].Warnings = append(out[i].Warnings, Problem{Key: w.Key, Message: w.Message})
+		}
 		id := ID(s)
 		byID[id] = append(byID[id], i)
 	}
@@ -173,13 +176,14 @@ func ID(seed *ohmlabv1alpha1.VaultSeed) string {
 // fromTemplating names the key path of a templating problem: its dotted key
 // in spec.data, or the field it is about.
 func fromTemplating(p templating.Problem) Problem {
-	key := p.Key
+	key, msg := p.Key, p.Message
 	if key == "" {
 		switch p.Reason {
 		case templating.ReasonInvalidSpec:
 			key = KeyData
-			if strings.HasPrefix(p.Message, "spec.path") {
-				key = KeyPath
+			if rest, ok := strings.CutPrefix(p.Message, "spec.path "); ok {
+				// "spec.path: must be <mount>/<path>...", the CRD's words.
+				key, msg = KeyPath, rest
 			}
 		case templating.ReasonInvalidRotation:
 			key = KeyToken
@@ -189,7 +193,7 @@ func fromTemplating(p templating.Problem) Problem {
 			key = KeyPath
 		}
 	}
-	return Problem{Reason: p.Reason, Key: key, Message: p.Message}
+	return Problem{Reason: p.Reason, Key: key, Message: msg}
 }
 
 // rotationWarnings warns about a rotate block that regenerates nothing.

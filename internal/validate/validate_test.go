@@ -10,6 +10,7 @@ import (
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
 	"github.com/ohmlab/ohmlab-controller/internal/validate"
+	"github.com/ohmlab/ohmlab-controller/templating"
 )
 
 // secret is a plain value that must never appear in a message.
@@ -110,6 +111,11 @@ func TestSet(t *testing.T) {
 			want: [][]string{{"spec.path RefCycle"}, {"spec.path RefCycle"}, nil},
 		},
 		{
+			name: "a template with white space around it is a warning: it would be written as text",
+			objs: []*ohmlabv1alpha1.VaultSeed{seed("a", "ohmlab/a", `{"a":" <random:8>","b":{"c":"<uuid> "},"ok":"<random:8>"}`)},
+			want: [][]string{{"a warning", "b.c warning"}},
+		},
+		{
 			name: "a rotate block without keys on an object with no generated key is a warning",
 			objs: []*ohmlabv1alpha1.VaultSeed{
 				withRotate(seed("a", "ohmlab/a", `{"p":"`+secret+`"}`), "1"),
@@ -154,6 +160,17 @@ func TestSeed(t *testing.T) {
 				{Reason: "DuplicatePath", Key: "spec.path", Message: "path ohmlab/x is also declared by vo/a"},
 				{Reason: "RefCycle", Key: "spec.path", Message: "reference cycle: ohmlab/x -> ohmlab/y -> ohmlab/x"},
 			}},
+		},
+		{
+			name: "a path that is not one Vault path: the CRD's message",
+			seed: seed("a", "ohmlab/platforms/../x", `{"k":"<ref:ohmlab/a b#k>","t":" <uuid>"}`),
+			want: validate.Verdict{
+				Problems: []validate.Problem{
+					{Reason: "InvalidSpec", Key: "k", Message: "the path of <ref:mount/path#key.path> " + templating.PathMessage},
+					{Reason: "InvalidSpec", Key: "spec.path", Message: templating.PathMessage},
+				},
+				Warnings: []validate.Problem{{Key: "t", Message: "is plain text, not the template <uuid>: with the white space around it the controller writes the text as it is; remove the white space to generate the value"}},
+			},
 		},
 		{
 			name: "update: spec.path is immutable",

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,6 +26,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+	"github.com/ohmlab/ohmlab-controller/test/harness"
 	"github.com/ohmlab/ohmlab-controller/vaultkv"
 )
 
@@ -31,6 +34,15 @@ import (
 // integration_test.go does not hold: one test per behaviour of the product
 // document's "What the controller does with a path", "Deletion" and
 // "Conditions".
+
+// managedNames are the key names of status.managedKeys.
+func managedNames(obj *ohmlabv1alpha1.VaultSeed) []string {
+	var out []string
+	for _, k := range obj.Status.ManagedKeys {
+		out = append(out, k.Key)
+	}
+	return out
+}
 
 // condition returns the object's condition of type typ, or nil.
 func condition(obj *ohmlabv1alpha1.VaultSeed, typ string) *metav1.Condition {
@@ -83,7 +95,7 @@ func (f *fixture) emissions(name, typ, reason string) int {
 	return n
 }
 
-// gaugeValue returns the value of the metric family's series whose labels
+// gaugeValue returns the value (gauge or counter) of the metric family's series whose labels
 // include want, and whether there is one.
 func (f *fixture) gaugeValue(family string, want map[string]string) (float64, bool) {
 	f.t.Helper()
@@ -104,10 +116,19 @@ func (f *fixture) gaugeValue(family string, want map[string]string) (float64, bo
 					continue series
 				}
 			}
+			if c := m.GetCounter(); c != nil {
+				return c.GetValue(), true
+			}
 			return m.GetGauge().GetValue(), true
 		}
 	}
 	return 0, false
+}
+
+// value is gaugeValue's value, 0 when there is no such series.
+func (f *fixture) value(family string, want map[string]string) float64 {
+	v, _ := f.gaugeValue(family, want)
+	return v
 }
 
 // pathCounter counts the spy's operations, per operation ("read") and per
@@ -211,7 +232,7 @@ func TestConcurrentHandWriteDuringReconcileIsKept(t *testing.T) {
 	g.Expect(obj.Status.Version).To(Equal(int64(got.Version)))
 	g.Expect(f.kv.Counts()["write"]).To(Equal(3), "the creation, the write that met the conflict, the write after it")
 	g.Expect(f.logs.String()).To(ContainSubstring("the path changed while reconciling"))
-	g.Expect(obj.Status.ManagedKeys).NotTo(ContainElement("handKey"), "a key written by somebody else is not managed")
+	g.Expect(managedNames(obj)).NotTo(ContainElement("handKey"), "a key written by somebody else is not managed")
 	g.Consistently(func() []eventsv1.Event { return warnings(f.seedEvents("app")) }).WithTimeout(time.Second).Should(BeEmpty())
 }
 
@@ -292,6 +313,11 @@ path "ohmlab/metadata/*" { capabilities = ["read"] }
 	g.Expect(after.Metadata).NotTo(HaveKey(ohmlabv1alpha1.RotationTokenMetadataKey))
 	g.Expect(f.kv.Counts()["mark"]).To(Equal(written), "one token record attempted per rotation")
 	g.Expect(f.emissions("app", "Warning", ohmlabv1alpha1.ReasonForbidden)).To(Equal(1), "one Warning when entering the failing state")
+	// Every attempt that writes is reported (issue 12, item 4).
+	g.Eventually(func() int { return f.emissions("app", "Normal", "Rotated") }).Should(Equal(written), "one Rotated event per version written")
+	g.Expect(f.value("ohmlab_data_writes_total", map[string]string{"name": "app"})).To(Equal(float64(written)))
+	g.Eventually(func() []ohmlabv1alpha1.ManagedKey { return f.get("app").Status.ManagedKeys }).
+		Should(Equal([]ohmlabv1alpha1.ManagedKey{{Key: "password", Version: int64(readPath(t, path).Version)}}), "the rotated key is managed, at its last version")
 	assertNoValueEmitted(t, f, after.Data)
 }
 
@@ -311,7 +337,7 @@ func TestAdoptionOfAHandMadePathWritesOnlyTheMarker(t *testing.T) {
 	g.Expect(f.kv.Counts()["write"]).To(Equal(0))
 	g.Expect(f.kv.Counts()["mark"]).To(Equal(1))
 	g.Expect(obj.Status.Version).To(Equal(int64(v)))
-	g.Expect(obj.Status.ManagedKeys).To(BeEmpty(), "the controller wrote no key")
+	g.Expect(managedNames(obj)).To(BeEmpty(), "the controller wrote no key")
 	g.Eventually(func() []string { return f.events("legacy") }).Should(ContainElement("Normal Adopted: 1 adopt (KV version 1)"))
 	assertNoValueEmitted(t, f, data)
 }
@@ -339,7 +365,7 @@ func TestPruneRemovesOnlyManagedKeys(t *testing.T) {
 	g.Expect(got.Data).NotTo(HaveKey("a"), "a managed key data no longer declares is removed")
 	g.Expect(got.Data).To(HaveKeyWithValue("b", "x"))
 	g.Expect(got.Data).To(HaveKeyWithValue("other", "written-by-someone"), "a key written by somebody else stays")
-	g.Expect(obj.Status.ManagedKeys).To(Equal([]string{"b"}))
+	g.Expect(managedNames(obj)).To(Equal([]string{"b"}))
 
 	before := readPath(t, kept)
 	obj = f.waitReady("kept")
@@ -347,7 +373,7 @@ func TestPruneRemovesOnlyManagedKeys(t *testing.T) {
 	g.Expect(before.Data).To(HaveKey("a"), "prune=false removes nothing")
 	g.Expect(before.Data).To(HaveKeyWithValue("other", "written-by-someone"))
 	g.Expect(before.Version).To(Equal(2), "the creation and the hand write only")
-	g.Expect(obj.Status.ManagedKeys).To(Equal([]string{"a", "b"}))
+	g.Expect(managedNames(obj)).To(Equal([]string{"a", "b"}))
 }
 
 func TestObserveOnlyWritesNothingAndReportsDrift(t *testing.T) {
@@ -427,7 +453,11 @@ func TestReferenceCycleStallsBothObjects(t *testing.T) {
 	g.Expect(pathMissing(t, pb)).To(BeTrue())
 }
 
-func TestPathOwnedByAnotherIsNotTouched(t *testing.T) {
+// TestPathOwnedByAnotherStallsUntilHandedOver: another object's marker
+// stalls the object (Ready=False, Stalled=True, kstatus Failed) without a
+// write, across resyncs, and the command its message gives hands the path
+// over (issue 12, item 7).
+func TestPathOwnedByAnotherStallsUntilHandedOver(t *testing.T) {
 	g := NewWithT(t)
 	f := startController(t, controllerOptions{resync: time.Second})
 	path := f.path("app")
@@ -440,9 +470,31 @@ func TestPathOwnedByAnotherIsNotTouched(t *testing.T) {
 	ready := condition(obj, ohmlabv1alpha1.ConditionReady)
 	g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
 	g.Expect(ready.Message).To(ContainSubstring("elsewhere/other"))
+	stalled := condition(obj, ohmlabv1alpha1.ConditionStalled)
+	g.Expect(stalled).NotTo(BeNil(), "only a person can resolve it: Stalled")
+	g.Expect(stalled.Status).To(Equal(metav1.ConditionTrue))
+	g.Expect(condition(obj, ohmlabv1alpha1.ConditionReconciling)).To(BeNil())
+	g.Expect(f.kstatus("app")).To(Equal(status.FailedStatus))
 	g.Consistently(func() kvPath { return readPath(t, path) }).WithTimeout(3*time.Second).Should(Equal(before), "nothing written, across resyncs")
 	g.Expect(f.kv.Counts()["write"]).To(Equal(0))
 	g.Expect(f.kv.Counts()["mark"]).To(Equal(0))
+
+	// The command of the message, run as a person would.
+	_, command, found := strings.Cut(ready.Message, "hand the path over with: ")
+	g.Expect(found).To(BeTrue(), ready.Message)
+	args := strings.Fields(command)
+	g.Expect(args[0]).To(Equal("vault"))
+	bin, err := harness.Bin("vault")
+	g.Expect(err).NotTo(HaveOccurred())
+	cmd := exec.Command(bin, args[1:]...)
+	cmd.Env = append(os.Environ(), "VAULT_ADDR="+vault.Addr, "VAULT_TOKEN="+harness.VaultRootToken)
+	outText, err := cmd.CombinedOutput()
+	g.Expect(err).NotTo(HaveOccurred(), string(outText))
+
+	f.waitReady("app")
+	after := readPath(t, path)
+	g.Expect(after.Metadata).To(HaveKeyWithValue(ohmlabv1alpha1.OwnerMetadataKey, f.ns+"/app"), "adopted at the next resync")
+	g.Expect(after.Data).To(HaveKeyWithValue("x", "typed-by-hand"), "the hand-typed value stays")
 }
 
 func TestInvalidObjectsThatBypassedTheWebhookStall(t *testing.T) {

@@ -48,7 +48,7 @@ func TestKeycloakExampleGoesReady(t *testing.T) {
 	g.Expect(bcrypt.CompareHashAndPassword([]byte(hash), []byte(leaf(got.Data, "admin.password").(string)))).To(Succeed())
 	g.Expect(got.Metadata).To(HaveKeyWithValue(ohmlabv1alpha1.OwnerMetadataKey, f.ns+"/production-core-keycloak"))
 
-	g.Expect(obj.Status.ManagedKeys).To(Equal([]string{"admin.password", "admin.passwordHashed", "admin.username", "clients.grafana-core.clientSecret", "webhook"}))
+	g.Expect(managedNames(obj)).To(Equal([]string{"admin.password", "admin.passwordHashed", "admin.username", "clients.grafana-core.clientSecret", "webhook"}))
 	g.Expect(obj.Status.Version).To(Equal(int64(1)))
 	g.Expect(obj.Status.ObservedGeneration).To(Equal(obj.Generation))
 	g.Eventually(func() []string { return f.events("production-core-keycloak") }).Should(ContainElement(

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -43,11 +44,14 @@ const (
 	// OutcomeApply: write what the plan holds (possibly nothing).
 	OutcomeApply Outcome = iota
 	// OutcomeWait: a reference source is missing or empty (RefPending);
-	// nothing is written, the object retries with backoff.
+	// the object retries with backoff. When the copy is missing on the path
+	// nothing is written; when it exists, the rest of the plan is applied.
 	OutcomeWait
 	// OutcomeStop: the object cannot go on as declared (OwnedByAnother,
-	// or Stalled with InvalidSpec); nothing is written until the next
-	// resync or a change.
+	// PathDeleted, or keys only a person can unblock: InvalidSpec); it is
+	// checked again at the next resync or change. The keys that can be
+	// computed are still applied (issue 12: a stall on one key does not
+	// freeze the path).
 	OutcomeStop
 )
 
@@ -62,8 +66,11 @@ type Desired struct {
 	RotationToken string
 	// Prune is spec.prune.
 	Prune bool
-	// ManagedKeys is status.managedKeys.
+	// ManagedKeys are the key names of status.managedKeys.
 	ManagedKeys []string
+	// WrittenAt is the KV version of the controller's last write of each
+	// managed key (status.managedKeys[].version).
+	WrittenAt map[string]int
 }
 
 // Observed is what one reconcile read from Vault.
@@ -73,6 +80,10 @@ type Observed struct {
 	// Refs are the paths the object references (Analysis.RefPaths). A
 	// path missing from the map is treated as absent.
 	Refs map[string]*vaultkv.Secret
+	// Written are the versions of the path that a prune compares with
+	// ([pruneReads]), by version. A version missing from the map is one
+	// that can no longer be read.
+	Written map[int]*vaultkv.Secret
 }
 
 // Plan is what a reconcile does to one path. It holds values only in Data,
@@ -95,8 +106,15 @@ type Plan struct {
 	// RecordToken is the rotation token to record after the data write, ""
 	// when none.
 	RecordToken string
-	// ManagedKeys is status.managedKeys after the plan is applied.
+	// ManagedKeys are the key names of status.managedKeys after the plan
+	// is applied; the keys of Actions are written by it, the others keep
+	// their Desired.WrittenAt.
 	ManagedKeys []string
+	// Kept are managed keys that data no longer declares and that prune
+	// leaves alone because their value changed since the controller wrote
+	// it (or that version can no longer be read): they are no longer
+	// managed.
+	Kept []string
 }
 
 // Empty says whether applying the plan changes nothing in Vault.
@@ -158,20 +176,15 @@ func plan(d Desired, o Observed, g templating.Generator) (Plan, error) {
 	}
 	owner := path.CustomMetadata[ohmlabv1alpha1.OwnerMetadataKey]
 	if owner != "" && owner != d.Owner {
-		return Plan{Outcome: OutcomeStop, Reason: ohmlabv1alpha1.ReasonOwnedByAnother,
-			Message: fmt.Sprintf("the path is owned by %s (custom_metadata %s); delete one of the two objects, or remove the marker to hand the path over", owner, ohmlabv1alpha1.OwnerMetadataKey)}, nil
+		return hold(d, path, OutcomeStop, ohmlabv1alpha1.ReasonOwnedByAnother, ownedByAnotherMessage(owner, d.Analysis.Path)), nil
 	}
 
 	if path.Deleted {
-		return Plan{Outcome: OutcomeStop, Reason: ohmlabv1alpha1.ReasonPathDeleted,
-			Message: fmt.Sprintf("the latest version (%d) of the path is deleted: undelete it (vault kv undelete -versions=%d), or delete the path's metadata (vault kv metadata delete) to have it created anew", path.Version, path.Version)}, nil
+		return hold(d, path, OutcomeStop, ohmlabv1alpha1.ReasonPathDeleted,
+			fmt.Sprintf("the latest version (%d) of the path is deleted: undelete it (vault kv undelete -versions=%d), or delete the path's metadata (vault kv metadata delete) to have it created anew", path.Version, path.Version)), nil
 	}
 
 	refs, pending := resolveRefs(d.Analysis, o.Refs)
-	if len(pending) > 0 {
-		return Plan{Outcome: OutcomeWait, Reason: ohmlabv1alpha1.ReasonRefPending,
-			Message: "waiting for " + strings.Join(pending, ", ")}, nil
-	}
 
 	p := Plan{CAS: path.Version}
 	switch {
@@ -205,37 +218,47 @@ func plan(d Desired, o Observed, g templating.Generator) (Plan, error) {
 	// Pruned keys are taken out before Fill, so that a declared key can
 	// take the place of a managed key it replaces (a leaf a becoming a map
 	// a.b, or the reverse) instead of stalling on a shape conflict.
-	pruned := map[string]bool{}
+	var pruned map[string]bool
 	if d.Prune {
-		for _, k := range d.ManagedKeys {
-			if _, declared := d.Analysis.Leaves[k]; declared {
-				continue
-			}
-			if _, present := current[k]; present {
-				pruned[k] = true
-			}
-		}
+		pruned, p.Kept = pruneDecisions(d, current, o.Written)
 	}
-	kept := current
+	remaining := current
 	if len(pruned) > 0 {
-		kept = maps.Clone(current)
+		remaining = maps.Clone(current)
 		for k := range pruned {
-			delete(kept, k)
+			delete(remaining, k)
 		}
 	}
-	fill, err := g.Fill(d.Analysis, templating.FillInput{Current: kept, Regenerate: regenerate, Refs: refs})
+	fill, err := g.Fill(d.Analysis, templating.FillInput{Current: remaining, Regenerate: regenerate, Refs: refs})
 	if err != nil {
-		var empty *templating.EmptySourceError
-		if errors.As(err, &empty) && d.Analysis.Leaves[empty.Key].Kind == templating.KindRef {
-			// A reference to the object's own path whose source is empty
-			// waits like any other reference (RefPending).
-			return Plan{Outcome: OutcomeWait, Reason: ohmlabv1alpha1.ReasonRefPending,
-				Message: fmt.Sprintf("waiting for %s#%s (empty)", d.Analysis.Path, empty.Source)}, nil
-		}
-		if msg, ok := stallMessage(err); ok {
-			return Plan{Outcome: OutcomeStop, Reason: ohmlabv1alpha1.ReasonInvalidSpec, Message: msg}, nil
-		}
 		return Plan{}, err
+	}
+	// Keys that cannot be computed are held back. A reference that waits
+	// for its source writes nothing while its copy is missing (product
+	// document, "References follow their source"); otherwise the rest of
+	// the path is still maintained.
+	var waiting, stalled []string
+	copyMissing := false
+	for _, h := range fill.Held {
+		if why, ok := pendingReason(d.Analysis, h, pending); ok {
+			waiting = append(waiting, why)
+			if _, present := remaining[h.Key]; !present {
+				copyMissing = true
+			}
+			continue
+		}
+		stalled = append(stalled, stallMessage(h, d.Analysis.Path))
+	}
+	slices.Sort(waiting)
+	waiting = slices.Compact(waiting)
+	if copyMissing {
+		return hold(d, path, OutcomeWait, ohmlabv1alpha1.ReasonRefPending, "waiting for "+strings.Join(waiting, ", ")), nil
+	}
+	switch {
+	case len(stalled) > 0:
+		p.Outcome, p.Reason, p.Message = OutcomeStop, ohmlabv1alpha1.ReasonInvalidSpec, strings.Join(stalled, "; ")
+	case len(waiting) > 0:
+		p.Outcome, p.Reason, p.Message = OutcomeWait, ohmlabv1alpha1.ReasonRefPending, "waiting for "+strings.Join(waiting, ", ")
 	}
 
 	tree := cloneTree(path.Data)
@@ -253,17 +276,104 @@ func plan(d Desired, o Observed, g templating.Generator) (Plan, error) {
 	if len(fill.Changes) > 0 || len(pruned) > 0 || !path.Exists {
 		p.Data = tree
 	}
-	p.ManagedKeys = managedKeys(d.ManagedKeys, current, fill.Changes, pruned)
+	p.ManagedKeys = managedKeys(d.ManagedKeys, current, fill.Changes, pruned, p.Kept)
 	sortActions(p.Actions)
 	return p, nil
 }
 
+// hold is a plan that writes nothing and leaves the managed keys as they
+// are.
+func hold(d Desired, path *vaultkv.Secret, o Outcome, reason, message string) Plan {
+	return Plan{Outcome: o, Reason: reason, Message: message, CAS: path.Version, ManagedKeys: d.ManagedKeys}
+}
+
+// ownedByAnotherMessage names the owner and the command that hands the path
+// over (product document, "Conditions": OwnedByAnother).
+func ownedByAnotherMessage(owner, path string) string {
+	return fmt.Sprintf("the path is owned by %s (custom_metadata %s): delete one of the two objects, or hand the path over with: vault kv metadata patch -remove-custom-metadata=%s %s",
+		owner, ohmlabv1alpha1.OwnerMetadataKey, ohmlabv1alpha1.OwnerMetadataKey, path)
+}
+
+// pruneCandidates are the managed keys that data no longer declares and
+// that the path still holds.
+func pruneCandidates(d Desired, current map[string]any) []string {
+	var out []string
+	for _, k := range d.ManagedKeys {
+		if _, declared := d.Analysis.Leaves[k]; declared {
+			continue
+		}
+		if _, present := current[k]; present {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// pruneReads returns the versions of the path that a prune must read to
+// compare the candidates with what the controller wrote, sorted: one read
+// per distinct version, none when nothing is to be pruned (product
+// document, "Pruning": keys written by anybody else are never removed).
+func pruneReads(d Desired, path *vaultkv.Secret) []int {
+	if !d.Prune || path == nil || !path.Exists || path.Deleted {
+		return nil
+	}
+	set := map[int]bool{}
+	for _, k := range pruneCandidates(d, templating.Flatten(path.Data)) {
+		if v := d.WrittenAt[k]; v > 0 && v != path.Version {
+			set[v] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+// pruneDecisions splits the prune candidates into the keys to remove, whose
+// value is still the one the controller wrote at Desired.WrittenAt, and the
+// keys to keep (sorted): changed since by someone else, or written at a
+// version that can no longer be read.
+func pruneDecisions(d Desired, current map[string]any, written map[int]*vaultkv.Secret) (map[string]bool, []string) {
+	pruned := map[string]bool{}
+	var kept []string
+	flat := map[int]map[string]any{}
+	for _, k := range pruneCandidates(d, current) {
+		v := d.WrittenAt[k]
+		then, ok := flat[v]
+		if !ok {
+			if s := written[v]; s != nil && s.Exists && !s.Deleted {
+				then = templating.Flatten(s.Data)
+			}
+			flat[v] = then
+		}
+		if was, ok := then[k]; ok && reflect.DeepEqual(was, current[k]) {
+			pruned[k] = true
+		} else {
+			kept = append(kept, k)
+		}
+	}
+	return pruned, kept
+}
+
+// pendingReason says whether a held key is a reference waiting for its
+// source, and describes the wait ("mount/path#key (why)").
+func pendingReason(a templating.Analysis, h templating.Held, pending map[string]string) (string, bool) {
+	l := a.Leaves[h.Key]
+	var empty *templating.EmptySourceError
+	if l.Kind != templating.KindRef || !errors.As(h.Err, &empty) {
+		return "", false
+	}
+	if why, ok := pending[h.Key]; ok {
+		return why, true
+	}
+	// A reference to the object's own path whose source is empty waits
+	// like any other reference (RefPending).
+	return fmt.Sprintf("%s#%s (empty)", a.Path, empty.Source), true
+}
+
 // resolveRefs returns the source value of every reference to another path,
-// by the referring key, and the references that cannot be resolved yet
-// ("mount/path#key (why)"), sorted.
-func resolveRefs(a templating.Analysis, paths map[string]*vaultkv.Secret) (map[string]string, []string) {
+// by the referring key, and why the others cannot be resolved yet
+// ("mount/path#key (why)"), by the referring key.
+func resolveRefs(a templating.Analysis, paths map[string]*vaultkv.Secret) (map[string]string, map[string]string) {
 	refs := map[string]string{}
-	var pending []string
+	pending := map[string]string{}
 	flat := map[string]map[string]any{}
 	for _, k := range a.Keys {
 		l := a.Leaves[k]
@@ -273,10 +383,10 @@ func resolveRefs(a templating.Analysis, paths map[string]*vaultkv.Secret) (map[s
 		src := paths[l.Ref.Path]
 		switch {
 		case src == nil || !src.Exists:
-			pending = append(pending, l.Ref.String()+" (path missing)")
+			pending[k] = l.Ref.String() + " (path missing)"
 			continue
 		case src.Deleted:
-			pending = append(pending, l.Ref.String()+" (latest version deleted)")
+			pending[k] = l.Ref.String() + " (latest version deleted)"
 			continue
 		}
 		values, ok := flat[l.Ref.Path]
@@ -287,42 +397,40 @@ func resolveRefs(a templating.Analysis, paths map[string]*vaultkv.Secret) (map[s
 		v, ok := values[l.Ref.Key]
 		switch s := templating.Stringify(v); {
 		case !ok:
-			pending = append(pending, l.Ref.String()+" (key missing)")
+			pending[k] = l.Ref.String() + " (key missing)"
 		case s == "":
-			pending = append(pending, l.Ref.String()+" (empty)")
+			pending[k] = l.Ref.String() + " (empty)"
 		default:
 			refs[k] = s
 		}
 	}
-	slices.Sort(pending)
-	pending = slices.Compact(pending)
 	return refs, pending
 }
 
-// stallMessage turns the errors of Fill that only a person can fix into a
-// Stalled message naming the keys.
-func stallMessage(err error) (string, bool) {
+// stallMessage says why a held key waits for a person, naming the keys and
+// what to do, never a value.
+func stallMessage(h templating.Held, path string) string {
 	var empty *templating.EmptySourceError
 	var invalid *templating.InvalidValueError
 	var shape *templating.ShapeConflictError
 	switch {
-	case errors.As(err, &empty):
-		return fmt.Sprintf("%s: cannot be computed while %s is empty; fill it in", empty.Key, empty.Source), true
-	case errors.As(err, &invalid):
-		return fmt.Sprintf("%s: the value on the path %s", invalid.Key, invalid.Reason), true
-	case errors.As(err, &shape):
-		return fmt.Sprintf("%s: cannot be created without overwriting %s on the path; move or delete that key by hand", shape.Key, shape.Conflict), true
+	case errors.As(h.Err, &empty):
+		return fmt.Sprintf("%s: cannot be computed while %s is empty; fill it in (vault kv patch %s %s=...)", empty.Key, empty.Source, path, empty.Source)
+	case errors.As(h.Err, &invalid):
+		return fmt.Sprintf("%s: cannot be computed: the value of %s on the path %s", h.Key, invalid.Key, invalid.Reason)
+	case errors.As(h.Err, &shape):
+		return fmt.Sprintf("%s: cannot be created without overwriting %s on the path; move or delete that key by hand", shape.Key, shape.Conflict)
 	}
-	return "", false
+	return fmt.Sprintf("%s: cannot be computed", h.Key)
 }
 
-// managedKeys returns status.managedKeys after a plan: the keys this
-// controller wrote before that are still on the path, and the keys it
-// writes now, sorted.
-func managedKeys(before []string, current map[string]any, changes []templating.Change, pruned map[string]bool) []string {
+// managedKeys returns the key names of status.managedKeys after a plan: the
+// keys this controller wrote before that are still on the path, neither
+// pruned nor kept, and the keys it writes now, sorted.
+func managedKeys(before []string, current map[string]any, changes []templating.Change, pruned map[string]bool, kept []string) []string {
 	set := map[string]bool{}
 	for _, k := range before {
-		if _, present := current[k]; present && !pruned[k] {
+		if _, present := current[k]; present && !pruned[k] && !slices.Contains(kept, k) {
 			set[k] = true
 		}
 	}

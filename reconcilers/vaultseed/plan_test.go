@@ -144,6 +144,10 @@ type spec struct {
 	rotate  *templating.Rotate
 	prune   bool
 	managed []string
+	// writtenAt is the version of the controller's last write of each
+	// managed key; nil means the path's current version (nothing changed
+	// since the controller wrote it).
+	writtenAt map[string]int
 }
 
 func desired(t testing.TB, s spec) Desired {
@@ -152,11 +156,32 @@ func desired(t testing.TB, s spec) Desired {
 	if len(a.Problems) > 0 {
 		t.Fatalf("test object has problems: %v", a.Problems)
 	}
-	d := Desired{Owner: testOwner, Analysis: a, Prune: s.prune, ManagedKeys: s.managed}
+	d := Desired{Owner: testOwner, Analysis: a, Prune: s.prune, ManagedKeys: s.managed, WrittenAt: s.writtenAt}
 	if s.rotate != nil {
 		d.RotationToken = s.rotate.Token
 	}
 	return d
+}
+
+// observe is what the planner reads in a test: the path, its sources, and
+// the versions a prune compares with: the path's own one, and written. A
+// spec without writtenAt has its managed keys written at the path's
+// version.
+func observe(d *Desired, path *vaultkv.Secret, refs map[string]*vaultkv.Secret, written map[int]*vaultkv.Secret) Observed {
+	o := Observed{Path: path, Refs: refs, Written: map[int]*vaultkv.Secret{}}
+	for v, s := range written {
+		o.Written[v] = s
+	}
+	if path != nil {
+		o.Written[path.Version] = path
+		if d.WrittenAt == nil {
+			d.WrittenAt = map[string]int{}
+			for _, k := range d.ManagedKeys {
+				d.WrittenAt[k] = path.Version
+			}
+		}
+	}
+	return o
 }
 
 // keycloak is the product document's example VaultSeed data.
@@ -245,18 +270,20 @@ var (
 )
 
 type planCase struct {
-	name string
-	spec spec
-	path *vaultkv.Secret
-	refs map[string]*vaultkv.Secret
-	want Plan
+	name    string
+	spec    spec
+	path    *vaultkv.Secret
+	refs    map[string]*vaultkv.Secret
+	written map[int]*vaultkv.Secret
+	want    Plan
 }
 
 func runPlanCases(t *testing.T, cases []planCase) {
 	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := plan(desired(t, tc.spec), Observed{Path: tc.path, Refs: tc.refs}, testGen())
+			d := desired(t, tc.spec)
+			got, err := plan(d, observe(&d, tc.path, tc.refs, tc.written), testGen())
 			if err != nil {
 				t.Fatalf("plan: %v", err)
 			}
@@ -830,11 +857,14 @@ func TestPlanRefPending(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := spec{data: tc.data, rotate: tc.rotate, prune: true, managed: []string{"db.user", "gone"}}
-			got, err := plan(desired(t, s), Observed{Path: tc.path, Refs: tc.refs}, testGen())
+			d := desired(t, s)
+			got, err := plan(d, observe(&d, tc.path, tc.refs, nil), testGen())
 			if err != nil {
 				t.Fatalf("plan: %v", err)
 			}
-			want := Plan{Outcome: OutcomeWait, Reason: ohmlabv1alpha1.ReasonRefPending, Message: tc.want}
+			// The copy is missing on the path: nothing is written and the
+			// managed keys stay as they are.
+			want := Plan{Outcome: OutcomeWait, Reason: ohmlabv1alpha1.ReasonRefPending, Message: tc.want, CAS: tc.path.Version, ManagedKeys: s.managed}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("plan (-want +got):\n%s", diff)
 			}
@@ -842,14 +872,14 @@ func TestPlanRefPending(t *testing.T) {
 	}
 }
 
+// TestPlanStop: a path only a person can unblock (owned by another object,
+// latest version deleted) gets no action at all.
 func TestPlanStop(t *testing.T) {
-	longValue := strings.Repeat("L", 73)
-	badAge := "AGE-SECRET-KEY-NOT-REALLY"
+	ownedBy := "the path is owned by " + otherOwner + " (custom_metadata " + ownerKey + "): delete one of the two objects, or hand the path over with: vault kv metadata patch -remove-custom-metadata=" + ownerKey + " " + ownPath
 	for _, tc := range []struct {
 		name   string
 		data   m
 		path   *vaultkv.Secret
-		refs   map[string]*vaultkv.Secret
 		reason string
 		want   string
 	}{
@@ -858,14 +888,14 @@ func TestPlanStop(t *testing.T) {
 			data:   keycloak(),
 			path:   &vaultkv.Secret{Exists: true, Version: 5, Data: seeded("x"), CustomMetadata: md(ownerKey, otherOwner)},
 			reason: ohmlabv1alpha1.ReasonOwnedByAnother,
-			want:   "the path is owned by " + otherOwner + " (custom_metadata " + ownerKey + "); delete one of the two objects, or remove the marker to hand the path over",
+			want:   ownedBy,
 		},
 		{
 			name:   "marker of another object on a path without versions",
 			data:   keycloak(),
 			path:   &vaultkv.Secret{CustomMetadata: md(ownerKey, otherOwner)},
 			reason: ohmlabv1alpha1.ReasonOwnedByAnother,
-			want:   "the path is owned by " + otherOwner + " (custom_metadata " + ownerKey + "); delete one of the two objects, or remove the marker to hand the path over",
+			want:   ownedBy,
 		},
 		{
 			name:   "latest version deleted: stop, nothing regenerated",
@@ -886,66 +916,157 @@ func TestPlanStop(t *testing.T) {
 			data:   m{"x": "<ref:" + pgRef + ">"},
 			path:   &vaultkv.Secret{Exists: true, Version: 5, CustomMetadata: md(ownerKey, otherOwner)},
 			reason: ohmlabv1alpha1.ReasonOwnedByAnother,
-			want:   "the path is owned by " + otherOwner + " (custom_metadata " + ownerKey + "); delete one of the two objects, or remove the marker to hand the path over",
-		},
-		{
-			name:   "bcrypt of a \"\" placeholder on an absent path names both keys",
-			data:   m{"admin": m{"password": "", "passwordHashed": "<bcrypt:admin.password>"}},
-			path:   &vaultkv.Secret{},
-			reason: ohmlabv1alpha1.ReasonInvalidSpec,
-			want:   "admin.passwordHashed: cannot be computed while admin.password is empty; fill it in",
-		},
-		{
-			name:   "bcrypt of a placeholder still \"\" on the path",
-			data:   m{"admin": m{"password": "", "passwordHashed": "<bcrypt:admin.password>"}},
-			path:   ours(5, m{"admin": m{"password": ""}}),
-			reason: ohmlabv1alpha1.ReasonInvalidSpec,
-			want:   "admin.passwordHashed: cannot be computed while admin.password is empty; fill it in",
-		},
-		{
-			name:   "bcrypt source longer than 72 bytes on the path",
-			data:   keycloak(),
-			path:   ours(5, seeded("x", "admin.password", longValue)),
-			reason: ohmlabv1alpha1.ReasonInvalidSpec,
-			want:   "admin.password: the value on the path is longer than 72 bytes, the most bcrypt accepts",
-		},
-		{
-			name:   "stored age secret that does not parse",
-			data:   m{"sops": m{"secret": "<age:secret>", "public": "<age:public>"}},
-			path:   ours(5, m{"sops": m{"secret": badAge}}),
-			reason: ohmlabv1alpha1.ReasonInvalidSpec,
-			want:   "sops.secret: the value on the path is not an age X25519 secret key (AGE-SECRET-KEY-1…)",
-		},
-		{
-			name:   "shape conflict: declared a.b where the path holds a string at a",
-			data:   m{"a": m{"b": "<random:8>"}},
-			path:   ours(5, m{"a": "written-by-someone"}),
-			reason: ohmlabv1alpha1.ReasonInvalidSpec,
-			want:   "a.b: cannot be created without overwriting a on the path; move or delete that key by hand",
-		},
-		{
-			name:   "shape conflict: declared leaf a where the path holds a map at a",
-			data:   m{"a": "<random:8>"},
-			path:   ours(5, m{"a": m{"x": "written-by-someone", "y": "too"}}),
-			reason: ohmlabv1alpha1.ReasonInvalidSpec,
-			want:   "a: cannot be created without overwriting a.x on the path; move or delete that key by hand",
-		},
-		{
-			name:   "shape conflict on adoption: no adopt planned",
-			data:   m{"a": m{"b": "plain"}},
-			path:   handMade(5, m{"a": "written-by-someone"}),
-			reason: ohmlabv1alpha1.ReasonInvalidSpec,
-			want:   "a.b: cannot be created without overwriting a on the path; move or delete that key by hand",
+			want:   ownedBy,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := plan(desired(t, spec{data: tc.data, prune: true, managed: []string{"a.c"}}), Observed{Path: tc.path, Refs: tc.refs}, testGen())
+			s := spec{data: tc.data, prune: true, managed: []string{"a.c"}}
+			d := desired(t, s)
+			got, err := plan(d, observe(&d, tc.path, nil, nil), testGen())
 			if err != nil {
 				t.Fatalf("plan: %v", err)
 			}
-			want := Plan{Outcome: OutcomeStop, Reason: tc.reason, Message: tc.want}
+			want := Plan{Outcome: OutcomeStop, Reason: tc.reason, Message: tc.want, CAS: tc.path.Version, ManagedKeys: s.managed}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestPlanHoldsBackOnlyKeysThatCannotBeComputed: a key only a person can
+// unblock, or a reference whose copy exists and whose source is gone, holds
+// back that key; the rest of the path is still maintained (issue 12, "A
+// stall on one key does not freeze the path").
+func TestPlanHoldsBackOnlyKeysThatCannotBeComputed(t *testing.T) {
+	longValue := strings.Repeat("L", 73)
+	badAge := "AGE-SECRET-KEY-NOT-REALLY"
+	hex4 := generated(t, 0, "<hex:4>")
+	stop := func(msg string) Plan {
+		return Plan{Outcome: OutcomeStop, Reason: ohmlabv1alpha1.ReasonInvalidSpec, Message: msg}
+	}
+	with := func(p Plan, cas int, actions []Action, mark map[string]string, data m, managed ...string) Plan {
+		p.CAS, p.Actions, p.Mark, p.Data, p.ManagedKeys = cas, actions, mark, data, managed
+		return p
+	}
+	fillIn := "admin.passwordHashed: cannot be computed while admin.password is empty; fill it in (vault kv patch " + ownPath + " admin.password=...)"
+	runPlanCases(t, []planCase{
+		{
+			name: "bcrypt of a \"\" placeholder on an absent path: the path is created with the placeholder, the hash left out",
+			spec: spec{data: m{"admin": m{"password": "", "passwordHashed": "<bcrypt:admin.password>", "username": "admin"}}},
+			path: &vaultkv.Secret{},
+			want: with(stop(fillIn), 0, []Action{actCreate, create("admin.password"), create("admin.username")}, md(ownerKey, testOwner),
+				m{"admin": m{"password": "", "username": "admin"}}, "admin.password", "admin.username"),
+		},
+		{
+			name: "bcrypt of a placeholder still \"\" on the path: nothing else to do",
+			spec: spec{data: m{"admin": m{"password": "", "passwordHashed": "<bcrypt:admin.password>"}}, managed: []string{"admin.password"}},
+			path: ours(5, m{"admin": m{"password": ""}}),
+			want: with(stop(fillIn), 5, nil, nil, nil, "admin.password"),
+		},
+		{
+			name: "while stalled, a reference follows its source and a deleted key comes back",
+			spec: spec{data: m{"pw": "", "h": "<bcrypt:pw>", "x": "<ref:" + pgRef + ">", "g": "<hex:4>"}, managed: []string{"g", "pw", "x"}},
+			path: ours(5, m{"pw": "", "x": "old-copy"}),
+			refs: map[string]*vaultkv.Secret{pgPath: pgSecret("pg-source")},
+			want: with(stop("h: cannot be computed while pw is empty; fill it in (vault kv patch "+ownPath+" pw=...)"), 5,
+				[]Action{create("g"), update("x")}, nil, m{"pw": "", "x": "pg-source", "g": hex4}, "g", "pw", "x"),
+		},
+		{
+			name: "bcrypt source longer than 72 bytes on the path",
+			spec: spec{data: keycloak(), managed: keycloakKeys},
+			path: ours(5, seeded("x", "admin.password", longValue)),
+			want: with(stop("admin.passwordHashed: cannot be computed: the value of admin.password on the path is longer than 72 bytes, the most bcrypt accepts"), 5, nil, nil, nil, keycloakKeys...),
+		},
+		{
+			name: "stored age secret that does not parse",
+			spec: spec{data: m{"sops": m{"secret": "<age:secret>", "public": "<age:public>"}}},
+			path: ours(5, m{"sops": m{"secret": badAge}}),
+			want: with(stop("sops.public: cannot be computed: the value of sops.secret on the path is not an age X25519 secret key (AGE-SECRET-KEY-1…)"), 5, nil, nil, nil),
+		},
+		{
+			name: "shape conflict: declared a.b where the path holds a string at a",
+			spec: spec{data: m{"a": m{"b": "<random:8>"}}},
+			path: ours(5, m{"a": "written-by-someone"}),
+			want: with(stop("a.b: cannot be created without overwriting a on the path; move or delete that key by hand"), 5, nil, nil, nil),
+		},
+		{
+			name: "shape conflict: declared leaf a where the path holds a map at a",
+			spec: spec{data: m{"a": "<random:8>"}},
+			path: ours(5, m{"a": m{"x": "written-by-someone", "y": "too"}}),
+			want: with(stop("a: cannot be created without overwriting a.x on the path; move or delete that key by hand"), 5, nil, nil, nil),
+		},
+		{
+			name: "shape conflict on a hand-made path: adopted, the conflicting key held back",
+			spec: spec{data: m{"a": m{"b": "plain"}}},
+			path: handMade(5, m{"a": "written-by-someone"}),
+			want: with(stop("a.b: cannot be created without overwriting a on the path; move or delete that key by hand"), 5, []Action{actAdopt}, md(ownerKey, testOwner), nil),
+		},
+		{
+			name: "a reference whose copy exists waits for its source; the rest is maintained",
+			spec: spec{data: m{"db": m{"user": "keycloak", "password": "<ref:" + pgRef + ">"}, "missing": "<hex:4>"}, managed: []string{"db.password", "db.user"}},
+			path: ours(5, m{"db": m{"user": "keycloak", "password": "old-copy"}}),
+			want: with(Plan{Outcome: OutcomeWait, Reason: ohmlabv1alpha1.ReasonRefPending, Message: "waiting for " + pgRef + " (path missing)"}, 5,
+				[]Action{create("missing")}, nil, m{"db": m{"user": "keycloak", "password": "old-copy"}, "missing": hex4}, "db.password", "db.user", "missing"),
+		},
+	})
+}
+
+// TestPlanPruneKeepsWhatChangedSinceTheControllerWroteIt: prune removes a
+// managed key only while its value is the one the controller wrote at its
+// recorded version (product document, "Pruning"; issue 12).
+func TestPlanPruneKeepsWhatChangedSinceTheControllerWroteIt(t *testing.T) {
+	data := m{"kept": "<random:8>"}
+	current := m{"kept": "k", "gen": "value-3", "ph": "typed-by-a-person", "gone-version": "x"}
+	v3 := ours(3, m{"kept": "k", "gen": "value-3", "ph": "", "gone-version": "x"})
+	managed := []string{"gen", "gone-version", "kept", "ph"}
+	runPlanCases(t, []planCase{
+		{
+			name:    "unchanged since written: pruned; filled in or edited by a person: kept and no longer managed",
+			spec:    spec{data: data, prune: true, managed: managed, writtenAt: map[string]int{"gen": 3, "ph": 3, "kept": 3, "gone-version": 2}},
+			path:    ours(7, current),
+			written: map[int]*vaultkv.Secret{3: v3, 2: {Exists: true, Deleted: true, Version: 2}},
+			want: Plan{
+				Actions:     []Action{prune("gen")},
+				Data:        m{"kept": "k", "ph": "typed-by-a-person", "gone-version": "x"},
+				CAS:         7,
+				ManagedKeys: []string{"kept"},
+				Kept:        []string{"gone-version", "ph"},
+			},
+		},
+		{
+			name: "a version that can no longer be read keeps the key",
+			spec: spec{data: data, prune: true, managed: managed, writtenAt: map[string]int{"gen": 1, "ph": 1, "kept": 3, "gone-version": 1}},
+			path: ours(7, current),
+			want: Plan{CAS: 7, ManagedKeys: []string{"kept"}, Kept: []string{"gen", "gone-version", "ph"}},
+		},
+		{
+			name: "prune false keeps every managed key without reading anything",
+			spec: spec{data: data, managed: managed, writtenAt: map[string]int{"gen": 1, "ph": 1, "kept": 3, "gone-version": 1}},
+			path: ours(7, current),
+			want: Plan{CAS: 7, ManagedKeys: managed},
+		},
+	})
+}
+
+func TestPruneReads(t *testing.T) {
+	a := templating.Analyse(templating.Object{Path: ownPath, Data: m{"kept": "x"}})
+	path := ours(7, m{"kept": "x", "a": "1", "b": "2", "c": "3", "d": "4"})
+	for _, tc := range []struct {
+		name string
+		d    Desired
+		path *vaultkv.Secret
+		want []int
+	}{
+		{"one read per distinct version, none for the current one", Desired{Analysis: a, Prune: true, ManagedKeys: []string{"a", "b", "c", "d", "kept", "absent"},
+			WrittenAt: map[string]int{"a": 3, "b": 3, "c": 7, "d": 5, "kept": 2, "absent": 4}}, path, []int{3, 5}},
+		{"no prune, no read", Desired{Analysis: a, ManagedKeys: []string{"a"}, WrittenAt: map[string]int{"a": 3}}, path, nil},
+		{"unknown version, no read", Desired{Analysis: a, Prune: true, ManagedKeys: []string{"a"}}, path, nil},
+		{"absent path, no read", Desired{Analysis: a, Prune: true, ManagedKeys: []string{"a"}, WrittenAt: map[string]int{"a": 3}}, &vaultkv.Secret{}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, pruneReads(tc.d, tc.path)); diff != "" {
+				t.Errorf("pruneReads (-want +got):\n%s", diff)
 			}
 		})
 	}

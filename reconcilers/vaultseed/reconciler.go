@@ -6,10 +6,13 @@
 package vaultseed
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -32,13 +35,6 @@ import (
 	"github.com/ohmlab/ohmlab-controller/vaultkv"
 )
 
-// +kubebuilder:rbac:groups=ohmlab.fr,resources=vaultseeds,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=ohmlab.fr,resources=vaultseeds/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=ohmlab.fr,resources=vaultseeds/finalizers,verbs=update
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get,resourceNames=vaultseeds.ohmlab.fr
-
 const (
 	// maxCASAttempts bounds how often one reconcile reads and plans again
 	// after a check-and-set conflict before it backs off.
@@ -47,6 +43,8 @@ const (
 	// waits (product document, "Conditions": 5 s doubling to 5 min).
 	backoffBase = 5 * time.Second
 	backoffMax  = 5 * time.Minute
+	// reportTimeout bounds the status write that follows a reconcile.
+	reportTimeout = 30 * time.Second
 )
 
 // Reconciler reconciles the VaultSeed objects of one target.
@@ -75,33 +73,53 @@ type Reconciler struct {
 
 	backoff    workqueue.TypedRateLimiter[types.NamespacedName]
 	dependents chan event.TypedGenericEvent[*ohmlabv1alpha1.VaultSeed]
+	// attempted holds the objects reconciled at least once by this process.
+	attempted sync.Map // types.NamespacedName -> bool
+	// unreported holds, per object, what was written but not yet recorded
+	// in status.
+	unreported sync.Map // types.NamespacedName -> unreported
+	// inFlight holds, per object, a data write whose answer was lost.
+	inFlight sync.Map // types.NamespacedName -> inFlight
 }
 
 // outcome is what one reconcile of a live object found and did.
 type outcome struct {
 	result
-	// plan is the plan that was applied (or, in observe-only mode, would
-	// be); nil when planning did not happen.
+	// plan is the plan made: applied, or in observe-only mode what a real
+	// run would do; nil when planning did not happen.
 	plan *Plan
-	// version is the KV version read or written; with plan.ManagedKeys it
-	// goes to status when plan is set.
+	// applied: the plan's writes happened, or at least its data write
+	// landed before a later step failed; what it wrote is reported.
+	applied bool
+	// version is the KV version read or written.
 	version int
 	// backoff asks for a retry with backoff (the object waits).
 	backoff bool
+	// timedOut: Vault did not answer in time, so the reconcile did not
+	// complete (alert OhmlabReconcileStale).
+	timedOut bool
 }
 
 // Reconcile implements reconcile.Reconciler.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
+func (r *Reconciler) Reconcile(parent context.Context, req ctrl.Request) (ctrl.Result, error) {
+	ctx, cancel := context.WithTimeout(parent, r.Timeout)
 	defer cancel()
 	seed := &ohmlabv1alpha1.VaultSeed{}
 	if err := r.Client.Get(ctx, req.NamespacedName, seed); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Metrics.forget(r.Target, req.Namespace, req.Name)
+			r.attempted.Delete(req.NamespacedName)
+			r.unreported.Delete(req.NamespacedName)
+			r.inFlight.Delete(req.NamespacedName)
 			r.backoff.Forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
+	}
+	if _, seen := r.attempted.LoadOrStore(req.NamespacedName, true); !seen {
+		// The series exists from the first attempt, so an object whose
+		// reconciles never complete is stale too.
+		r.Metrics.LastReconcile.WithLabelValues(r.Target, seed.Namespace, seed.Name).SetToCurrentTime()
 	}
 	if !seed.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, seed)
@@ -113,7 +131,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.report(ctx, seed, out); err != nil {
+	out.timedOut = out.timedOut || ctx.Err() != nil
+	// A reconcile that ran out of time still reports why (Vault hangs):
+	// status gets a deadline of its own.
+	reportCtx, cancelReport := context.WithTimeout(parent, reportTimeout)
+	defer cancelReport()
+	if err := r.report(reportCtx, seed, out); err != nil {
 		return ctrl.Result{}, err
 	}
 	if out.backoff {
@@ -121,6 +144,31 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	r.backoff.Forget(req.NamespacedName)
 	return ctrl.Result{RequeueAfter: wait.Jitter(r.ResyncPeriod, 0.1)}, nil
+}
+
+// desired is what the object declares, with the managed keys of its status,
+// or of a status write that failed since (unreported).
+func (r *Reconciler) desired(seed *ohmlabv1alpha1.VaultSeed, analysis templating.Analysis) Desired {
+	d := Desired{Owner: seeds.Owner(seed), Analysis: analysis, Prune: seed.Spec.Prune}
+	if seed.Spec.Rotate != nil {
+		d.RotationToken = seed.Spec.Rotate.Token
+	}
+	managed := r.managed(seed)
+	d.WrittenAt = make(map[string]int, len(managed))
+	for _, m := range managed {
+		d.ManagedKeys = append(d.ManagedKeys, m.Key)
+		d.WrittenAt[m.Key] = int(m.Version)
+	}
+	return d
+}
+
+// managed is status.managedKeys, or what a status write that failed since
+// would have made of it.
+func (r *Reconciler) managed(seed *ohmlabv1alpha1.VaultSeed) []ohmlabv1alpha1.ManagedKey {
+	if u, ok := r.unreported.Load(client.ObjectKeyFromObject(seed)); ok {
+		return u.(unreported).managedKeys
+	}
+	return seed.Status.ManagedKeys
 }
 
 // sync observes, plans and applies. The error is for failures of the
@@ -141,46 +189,102 @@ func (r *Reconciler) sync(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed) (
 		return outcome{result: stalledResult(ohmlabv1alpha1.ReasonForbidden,
 			"deletionPolicy Delete is not allowed: the controller's chart must set targets.vault.allowDelete: true")}, nil
 	}
-	desired := Desired{Owner: seeds.Owner(seed), Analysis: analysis, Prune: seed.Spec.Prune, ManagedKeys: seed.Status.ManagedKeys}
-	if seed.Spec.Rotate != nil {
-		desired.RotationToken = seed.Spec.Rotate.Token
-	}
+	desired := r.desired(seed, analysis)
+	gen := r.Generator
+	gen.Dry = r.ObserveOnly
 	for range maxCASAttempts {
-		observed, err := r.observe(ctx, seed.Spec.Path, analysis.RefPaths)
+		observed, err := r.observe(ctx, seed.Spec.Path, analysis.RefPaths, desired)
 		if err != nil {
 			return backendOutcome(err), nil
 		}
-		p, err := plan(desired, observed, r.Generator)
+		if r.landed(ctx, seed, observed.Path) {
+			desired = r.desired(seed, analysis)
+		}
+		p, err := plan(desired, observed, gen)
 		if err != nil {
 			return outcome{}, err
-		}
-		switch p.Outcome {
-		case OutcomeWait:
-			return outcome{result: waitingResult(p.Reason, p.Message), backoff: true}, nil
-		case OutcomeStop:
-			if p.Reason == ohmlabv1alpha1.ReasonOwnedByAnother {
-				return outcome{result: result{reason: p.Reason, message: p.Message, finished: true}}, nil
-			}
-			return outcome{result: stalledResult(p.Reason, p.Message)}, nil
 		}
 		if r.ObserveOnly {
 			return observeOnlyOutcome(p, observed.Path.Version), nil
 		}
-		version, err := r.apply(ctx, seed, p)
+		applied, version, err := r.apply(ctx, seed, p)
 		if errors.Is(err, vaultkv.ErrCASMismatch) {
 			ctrl.LoggerFrom(ctx).Info("the path changed while reconciling; reading it again", "path", seed.Spec.Path)
 			continue
 		}
-		if err != nil {
-			return backendOutcome(err), nil
+		out := outcome{plan: &p, applied: applied, version: version}
+		if err != nil && !applied && p.Data != nil && errors.Is(err, vaultkv.ErrUnavailable) {
+			// The write may have landed with its answer lost: the next read
+			// tells (landed).
+			r.inFlight.Store(client.ObjectKeyFromObject(seed), inFlight{plan: p})
 		}
-		return outcome{result: readyResult(fmt.Sprintf("the path holds what is declared (KV version %d)", version)), plan: &p, version: version}, nil
+		if err != nil {
+			// What was written before the failure is still reported.
+			b := backendOutcome(err)
+			out.result, out.backoff, out.timedOut = b.result, b.backoff, b.timedOut
+			return out, nil
+		}
+		out.result, out.backoff = planResult(p, version)
+		return out, nil
 	}
 	return outcome{result: waitingResult(ohmlabv1alpha1.ReasonProgressing,
 		fmt.Sprintf("the path changed during each of %d attempts; retrying", maxCASAttempts)), backoff: true}, nil
 }
 
+// inFlight is a data write whose answer never came.
+type inFlight struct {
+	plan Plan
+}
+
+// landed reports a data write whose answer was lost when the path shows it
+// landed: the version after the one it named holds exactly the tree it
+// wrote. Its event, metric and managed keys are then recorded as if the
+// answer had come (issue 12, item 4). It says whether it did.
+func (r *Reconciler) landed(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, path *vaultkv.Secret) bool {
+	key := client.ObjectKeyFromObject(seed)
+	v, ok := r.inFlight.LoadAndDelete(key)
+	if !ok {
+		return false
+	}
+	p := v.(inFlight).plan
+	if !path.Exists || path.Deleted || path.Version != p.CAS+1 || !sameTree(path.Data, p.Data) {
+		return false
+	}
+	r.Metrics.DataWrites.WithLabelValues(r.Target, seed.Namespace, seed.Name).Inc()
+	r.Recorder.Eventf(seed, nil, corev1.EventTypeNormal, eventReason(p), "Write", "%s (KV version %d)", p.Summary(), path.Version)
+	ctrl.LoggerFrom(ctx).Info("a write whose answer was lost had landed", "path", seed.Spec.Path, "changes", p.Summary(), "version", path.Version)
+	r.unreported.Store(key, unreported{managedKeys: managedStatus(p, r.managed(seed), true, path.Version)})
+	r.notifyDependents(ctx, seed.Spec.Path)
+	return true
+}
+
+// sameTree says whether two KV data trees hold the same values, whatever
+// the Go types of their numbers.
+func sameTree(a, b map[string]any) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
+}
+
+// planResult is the result of a plan applied without error.
+func planResult(p Plan, version int) (result, bool) {
+	switch p.Outcome {
+	case OutcomeWait:
+		return waitingResult(p.Reason, p.Message), true
+	case OutcomeStop:
+		return stalledResult(p.Reason, p.Message), false
+	}
+	return readyResult(fmt.Sprintf("the path holds what is declared (KV version %d)", version)), false
+}
+
+// observeOnlyOutcome reports what a real run would do. A plan that waits or
+// stops is no plan: Drifted is Unknown with its reason and no planned
+// change is reported (issue 12: observe-only never reports stale plans).
 func observeOnlyOutcome(p Plan, version int) outcome {
+	if p.Outcome != OutcomeApply {
+		res, backoff := planResult(p, version)
+		return outcome{result: res, backoff: backoff, version: version}
+	}
 	if p.Empty() {
 		no := false
 		res := readyResult(fmt.Sprintf("the path holds what is declared (KV version %d)", version))
@@ -193,15 +297,21 @@ func observeOnlyOutcome(p Plan, version int) outcome {
 		drifted: &yes, driftMessage: summary, finished: true}, plan: &p, version: version}
 }
 
-// observe reads the path and every path it references: one request each.
-func (r *Reconciler) observe(ctx context.Context, path string, refPaths []string) (Observed, error) {
+// observe reads the path and every path it references, one request each,
+// and the versions a prune compares with (only when one is planned).
+func (r *Reconciler) observe(ctx context.Context, path string, refPaths []string, d Desired) (Observed, error) {
 	own, err := r.KV.Read(ctx, path)
 	if err != nil {
 		return Observed{}, err
 	}
-	o := Observed{Path: own, Refs: make(map[string]*vaultkv.Secret, len(refPaths))}
+	o := Observed{Path: own, Refs: make(map[string]*vaultkv.Secret, len(refPaths)), Written: map[int]*vaultkv.Secret{own.Version: own}}
 	for _, p := range refPaths {
 		if o.Refs[p], err = r.KV.Read(ctx, p); err != nil {
+			return Observed{}, err
+		}
+	}
+	for _, v := range pruneReads(d, own) {
+		if o.Written[v], err = r.KV.ReadVersion(ctx, path, v); err != nil {
 			return Observed{}, err
 		}
 	}
@@ -210,33 +320,35 @@ func (r *Reconciler) observe(ctx context.Context, path string, refPaths []string
 
 // apply writes a plan: metadata (owner marker) first, then the data with
 // check-and-set, then the rotation token, so that a token is recorded only
-// once its keys are written. It returns the path's KV version.
-func (r *Reconciler) apply(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, p Plan) (int, error) {
+// once its keys are written. It returns whether the plan's writes are to be
+// reported (all done, or the data write landed before a later step
+// failed), and the path's KV version.
+func (r *Reconciler) apply(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, p Plan) (bool, int, error) {
 	path := seed.Spec.Path
 	if p.Mark != nil {
 		if err := r.KV.Mark(ctx, path, p.Mark); err != nil {
-			return 0, err
+			return false, 0, err
 		}
 	}
 	version := p.CAS
 	if p.Data != nil {
 		v, err := r.KV.Write(ctx, path, p.Data, p.CAS)
 		if err != nil {
-			return 0, err
+			return false, 0, err
 		}
 		version = v
 		r.Metrics.DataWrites.WithLabelValues(r.Target, seed.Namespace, seed.Name).Inc()
 		r.notifyDependents(ctx, path)
 	}
-	if p.RecordToken != "" {
-		if err := r.KV.Mark(ctx, path, map[string]string{ohmlabv1alpha1.RotationTokenMetadataKey: p.RecordToken}); err != nil {
-			return 0, fmt.Errorf("recording rotation token %q after rotating: %w", p.RecordToken, err)
-		}
-	}
 	if !p.Empty() {
 		ctrl.LoggerFrom(ctx).Info("wrote the path", "path", path, "changes", p.Summary(), "version", version)
 	}
-	return version, nil
+	if p.RecordToken != "" {
+		if err := r.KV.Mark(ctx, path, map[string]string{ohmlabv1alpha1.RotationTokenMetadataKey: p.RecordToken}); err != nil {
+			return p.Data != nil, version, fmt.Errorf("recording rotation token %q after rotating: %w", p.RecordToken, err)
+		}
+	}
+	return true, version, nil
 }
 
 // backendOutcome reports an error of Vault: refused (Forbidden), not
@@ -250,41 +362,98 @@ func backendOutcome(err error) outcome {
 	case errors.Is(err, vaultkv.ErrUnavailable):
 		reason = ohmlabv1alpha1.ReasonBackendUnavailable
 	}
-	return outcome{result: waitingResult(reason, err.Error()), backoff: true}
+	return outcome{result: waitingResult(reason, err.Error()), backoff: true, timedOut: vaultkv.IsTimeout(err)}
+}
+
+// unreported is what a reconcile wrote to Vault but could not record in
+// status (the status write failed): the next status write carries it.
+type unreported struct {
+	managedKeys []ohmlabv1alpha1.ManagedKey
 }
 
 // report writes status (only when it changed), emits events and sets the
-// object's metrics.
+// object's metrics. Events and metrics of what was written come first, so
+// a failing status write loses none of them.
 func (r *Reconciler) report(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, out outcome) error {
-	updated := seed.DeepCopy()
-	out.apply(&updated.Status, seed.Generation, r.ObserveOnly)
-	if out.plan != nil {
-		if !r.ObserveOnly {
-			updated.Status.ManagedKeys = out.plan.ManagedKeys
-		}
-		updated.Status.Version = int64(out.version)
-	}
-	if !equality.Semantic.DeepEqual(seed.Status, updated.Status) {
-		if err := r.Client.Status().Patch(ctx, updated, client.MergeFrom(seed)); err != nil {
-			return fmt.Errorf("patching status: %w", err)
-		}
-	}
 	r.emit(ctx, seed, out)
-	if r.ObserveOnly && out.plan != nil {
-		r.Metrics.setPlanned(seed.Namespace, seed.Name, out.plan.Counts())
+	if r.ObserveOnly {
+		var counts map[string]int
+		if out.plan != nil {
+			counts = out.plan.Counts()
+		}
+		r.Metrics.setPlanned(seed.Namespace, seed.Name, counts)
 	}
 	r.Metrics.setReady(r.Target, seed.Namespace, seed.Name, out.reason, out.ready)
-	if out.finished {
+	if !out.timedOut {
 		r.Metrics.LastReconcile.WithLabelValues(r.Target, seed.Namespace, seed.Name).SetToCurrentTime()
 	}
+
+	key := client.ObjectKeyFromObject(seed)
+	updated := seed.DeepCopy()
+	out.apply(&updated.Status, seed.Generation, r.ObserveOnly)
+	updated.Status.ManagedKeys = r.managed(seed)
+	if p := out.plan; p != nil {
+		updated.Status.Version = int64(out.version)
+		if !r.ObserveOnly && (out.applied || p.Data == nil) {
+			updated.Status.ManagedKeys = managedStatus(*p, updated.Status.ManagedKeys, out.applied, out.version)
+		}
+	}
+	if equality.Semantic.DeepEqual(seed.Status, updated.Status) {
+		r.unreported.Delete(key)
+		return nil
+	}
+	if err := r.Client.Status().Patch(ctx, updated, client.MergeFrom(seed)); err != nil {
+		if out.applied {
+			r.unreported.Store(key, unreported{managedKeys: updated.Status.ManagedKeys})
+		}
+		return fmt.Errorf("patching status: %w", err)
+	}
+	r.unreported.Delete(key)
 	return nil
 }
 
-// emit records a Normal event for what was written, and a Warning event and
-// a log line when the object enters a failing state (once per transition).
+// managedStatus is status.managedKeys after a plan: the keys it wrote at the
+// version of its write, the others at the version they were written before.
+func managedStatus(p Plan, before []ohmlabv1alpha1.ManagedKey, applied bool, version int) []ohmlabv1alpha1.ManagedKey {
+	writtenAt := make(map[string]int64, len(before))
+	for _, m := range before {
+		writtenAt[m.Key] = m.Version
+	}
+	written := map[string]bool{}
+	if applied && p.Data != nil {
+		for _, a := range p.Actions {
+			if a.Key != "" {
+				written[a.Key] = true
+			}
+		}
+	}
+	out := make([]ohmlabv1alpha1.ManagedKey, 0, len(p.ManagedKeys))
+	for _, k := range p.ManagedKeys {
+		v := writtenAt[k]
+		if written[k] {
+			v = int64(version)
+		}
+		if v > 0 {
+			out = append(out, ohmlabv1alpha1.ManagedKey{Key: k, Version: v})
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// emit records a Normal event for what was written and for the keys a prune
+// kept, and a Warning event and a log line when the object enters a failing
+// state (once per transition).
 func (r *Reconciler) emit(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, out outcome) {
-	if p := out.plan; p != nil && !r.ObserveOnly && !p.Empty() {
-		r.Recorder.Eventf(seed, nil, corev1.EventTypeNormal, eventReason(*p), "Write", "%s (KV version %d)", p.Summary(), out.version)
+	if p := out.plan; p != nil && out.applied {
+		if !p.Empty() {
+			r.Recorder.Eventf(seed, nil, corev1.EventTypeNormal, eventReason(*p), "Write", "%s (KV version %d)", p.Summary(), out.version)
+		}
+		if len(p.Kept) > 0 {
+			r.Recorder.Eventf(seed, nil, corev1.EventTypeNormal, "Kept", "Prune", "kept: changed since the controller wrote it: %s", strings.Join(p.Kept, ", "))
+		}
 	}
 	if !out.failing() {
 		return
@@ -351,7 +520,9 @@ func (r *Reconciler) syncFinalizer(ctx context.Context, seed *ohmlabv1alpha1.Vau
 	} else {
 		controllerutil.RemoveFinalizer(seed, ohmlabv1alpha1.Finalizer)
 	}
-	if err := r.Client.Patch(ctx, seed, client.MergeFrom(before)); err != nil {
+	// The optimistic lock makes a patch computed from a stale copy fail
+	// instead of dropping a finalizer someone else added meanwhile.
+	if err := r.Client.Patch(ctx, seed, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("updating the finalizer of %s: %w", klog.KObj(seed), err)
 	}
 	return nil
@@ -375,7 +546,7 @@ func (r *Reconciler) finalize(ctx context.Context, seed *ohmlabv1alpha1.VaultSee
 	}
 	before := seed.DeepCopy()
 	controllerutil.RemoveFinalizer(seed, ohmlabv1alpha1.Finalizer)
-	if err := r.Client.Patch(ctx, seed, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
+	if err := r.Client.Patch(ctx, seed, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, fmt.Errorf("removing the finalizer of %s: %w", klog.KObj(seed), err)
 	}
 	r.backoff.Forget(key)

@@ -21,7 +21,8 @@ type result struct {
 	// every resync.
 	stalled bool
 	// drifted is set in observe-only mode: whether a real run would change
-	// something, and driftMessage the plan's summary.
+	// something, and driftMessage the plan's summary; nil when the
+	// reconcile could not plan (Drifted Unknown).
 	drifted      *bool
 	driftMessage string
 	// finished: the reconcile of this generation finished or stalled, so
@@ -77,6 +78,10 @@ func (r result) apply(st *ohmlabv1alpha1.VaultSeedStatus, gen int64, observeOnly
 		set(ohmlabv1alpha1.ConditionDrifted, metav1.ConditionTrue, ohmlabv1alpha1.ReasonObserveOnly, r.driftMessage)
 	case r.drifted != nil:
 		set(ohmlabv1alpha1.ConditionDrifted, metav1.ConditionFalse, ohmlabv1alpha1.ReasonInSync, "a real run would change nothing")
+	default:
+		// The reconcile could not plan: what a real run would do is not
+		// known, and the last plan is not reported as if it still held.
+		set(ohmlabv1alpha1.ConditionDrifted, metav1.ConditionUnknown, r.reason, r.message)
 	}
 	if r.finished {
 		st.ObservedGeneration = gen

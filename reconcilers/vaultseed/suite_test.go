@@ -82,6 +82,7 @@ type controllerOptions struct {
 	observeOnly bool
 	allowDelete bool
 	resync      time.Duration // default 1 h: tests that want a resync say so
+	timeout     time.Duration // of one reconcile; default 2 min
 	kv          vaultkv.KV    // default: a root-token client over the test Vault
 }
 
@@ -131,6 +132,7 @@ func startController(t testing.TB, opts controllerOptions) *fixture {
 		ObserveOnly:  opts.observeOnly,
 		AllowDelete:  opts.allowDelete,
 		ResyncPeriod: opts.resync,
+		Timeout:      opts.timeout,
 	}
 	g.Expect(r.SetupWithManager(mgr, 2)).To(Succeed())
 	done := make(chan struct{})
@@ -337,6 +339,11 @@ func (s *spyKV) Counts() map[string]int {
 func (s *spyKV) Read(ctx context.Context, path string) (*vaultkv.Secret, error) {
 	s.count("read", path)
 	return s.KV.Read(ctx, path)
+}
+
+func (s *spyKV) ReadVersion(ctx context.Context, path string, version int) (*vaultkv.Secret, error) {
+	s.count("read-version", path)
+	return s.KV.ReadVersion(ctx, path, version)
 }
 
 func (s *spyKV) Write(ctx context.Context, path string, data map[string]any, cas int) (int, error) {

@@ -184,19 +184,14 @@ func newSuite(t *testing.T) *suite {
 	s.vault = harness.FileVaultForTest(t)
 	s.proxy = harness.KVProxyForTest(t, s.vault.Addr, harness.VaultMount)
 	env, err := e2e.Start(context.Background(), e2e.Options{
-		Dir: t.TempDir(), Resync: resync, ControllerBin: controllerBin,
-		Vault: s.vault.Vault, VaultAddress: s.proxy.URL,
+		Dir: t.TempDir(), Resync: resync, ControllerBin: controllerBin, Vault: s.vault.Vault,
+		Values: map[string]any{"targets": map[string]any{"vault": map[string]any{"backend": map[string]any{"address": s.proxy.URL}}}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(env.Stop)
 	s.env = env
-	// The admission webhook is served by the first process only; the
-	// processes here come and go, and admission is not under test.
-	if out, err := env.Kubectl(context.Background(), "delete", "validatingwebhookconfigurations", "--all"); err != nil {
-		t.Fatalf("deleting the webhook configuration: %v: %s", err, out)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -455,7 +450,10 @@ func (s *suite) run(t *testing.T, st step, f fault, r *row) {
 	if err := s.env.CP.Client.Get(ctx, client.ObjectKeyFromObject(seed), got); err != nil {
 		t.Fatal(err)
 	}
-	r.managed, r.statusVersion = got.Status.ManagedKeys, int(got.Status.Version)
+	for _, k := range got.Status.ManagedKeys {
+		r.managed = append(r.managed, k.Key)
+	}
+	r.statusVersion = int(got.Status.Version)
 	r.status = fmt.Sprintf("%v, v%d", r.managed, r.statusVersion)
 	if r.writerExited = wrote != nil && wrote.Exited(); r.writerExited {
 		r.status += " (writer exited)"

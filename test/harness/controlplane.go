@@ -42,6 +42,12 @@ type Options struct {
 	// serving port and the certificate directory (LocalServingPort,
 	// LocalServingCertDir) that the webhook server must use.
 	Webhooks *envtest.WebhookInstallOptions
+	// Network, when set, carries the API server's connections to Services
+	// (webhooks) to local processes (its "cluster" egress selector).
+	Network *ServiceNetwork
+	// CRDDirectories are installed besides config/crd/bases (for example
+	// cert-manager's CRDs).
+	CRDDirectories []string
 }
 
 // StartControlPlane starts a control plane and installs config/crd/bases.
@@ -71,12 +77,19 @@ func StartControlPlane(opts Options) (*ControlPlane, error) {
 	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
+		CRDDirectoryPaths:     append([]string{filepath.Join(RepoRoot(), "config", "crd", "bases")}, opts.CRDDirectories...),
 		ErrorIfCRDPathMissing: true,
 		Scheme:                scheme,
 	}
 	if opts.Webhooks != nil {
 		env.WebhookInstallOptions = *opts.Webhooks
+	}
+	if opts.Network != nil {
+		path, err := opts.Network.EgressSelectorConfig()
+		if err != nil {
+			return nil, err
+		}
+		env.ControlPlane.GetAPIServer().Configure().Set("egress-selector-config-file", path)
 	}
 	cfg, err := env.Start()
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"net/http"
 	"sync"
@@ -88,6 +89,19 @@ func invalid(op, path string, err error) error {
 
 // Read implements vaultkv.KV.
 func (f *KV) Read(_ context.Context, path string) (*vaultkv.Secret, error) {
+	return f.read(path, 0)
+}
+
+// ReadVersion implements vaultkv.KV.
+func (f *KV) ReadVersion(_ context.Context, path string, version int) (*vaultkv.Secret, error) {
+	if version < 1 {
+		return nil, invalid(vaultkv.OpRead, path, fmt.Errorf("version %d is not positive", version))
+	}
+	return f.read(path, version)
+}
+
+// read reads the latest version (0) or the given one.
+func (f *KV) read(path string, version int) (*vaultkv.Secret, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(vaultkv.OpRead); err != nil {
@@ -97,14 +111,17 @@ func (f *KV) Read(_ context.Context, path string) (*vaultkv.Secret, error) {
 		return nil, invalid(vaultkv.OpRead, path, err)
 	}
 	e := f.paths[path]
-	if e == nil || len(e.versions) == 0 {
+	if e == nil || len(e.versions) == 0 || version > len(e.versions) {
 		return &vaultkv.Secret{}, nil
 	}
-	s := &vaultkv.Secret{Exists: true, Version: len(e.versions)}
+	if version == 0 {
+		version = len(e.versions)
+	}
+	s := &vaultkv.Secret{Exists: true, Version: version}
 	if len(e.custom) > 0 {
 		s.CustomMetadata = maps.Clone(e.custom)
 	}
-	latest := e.versions[len(e.versions)-1]
+	latest := e.versions[version-1]
 	if latest == nil {
 		s.Deleted = true
 		return s, nil

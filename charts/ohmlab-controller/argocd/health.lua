@@ -1,19 +1,29 @@
 -- Argo CD health check for ohmlab.fr/VaultSeed.
 -- Install as resource.customizations.health.ohmlab.fr_VaultSeed in argocd-cm (see the chart's
--- README, "Argo CD").
+-- README, "Argo CD"). It reads the conditions the controller sets (kstatus: Ready always,
+-- Reconciling or Stalled only when True), and only those of the object's current generation:
 --
---   Progressing  no status yet, or the controller has not finished a reconcile of the current
---                generation (status.observedGeneration != metadata.generation), or it waits
---                (Reconciling, RefPending, BackendUnavailable, ...)
+--   Progressing  being deleted; no status yet; Reconciling=True (RefPending, BackendUnavailable,
+--                Forbidden by Vault, ...: the controller retries); a generation the controller
+--                has not reconciled yet; Ready=False for another reason
 --   Degraded     Stalled=True: the controller cannot go on as declared (InvalidSpec, RefCycle,
---                Forbidden delete, ...); it fails the sync
---   Healthy      Ready=True, or Ready=False with reason ObserveOnly (observe-only mode would
---                change the path: the object is reconciled, nothing is written)
+--                PathDeleted, a Delete that is not allowed, ...) until someone acts; the sync fails
+--   Healthy      Ready=True, or Ready=False with reason ObserveOnly (observe-only mode: the
+--                object is reconciled, a real run would change the path, nothing is written)
+--
+-- The message is "<reason>: <the controller's message>" of the condition that decided.
 local hs = {}
 
-local function condition(conditions, type)
+local generation = obj.metadata.generation
+local conditions = {}
+if obj.status ~= nil and obj.status.conditions ~= nil then
+  conditions = obj.status.conditions
+end
+
+-- find returns the condition of that type if it describes the current generation.
+local function find(type)
   for _, c in ipairs(conditions) do
-    if c.type == type then
+    if c.type == type and (c.observedGeneration == nil or generation == nil or c.observedGeneration == generation) then
       return c
     end
   end
@@ -28,46 +38,60 @@ local function describe(c)
   return reason
 end
 
-if obj.status == nil or obj.status.conditions == nil then
+local stalled = find("Stalled")
+local reconciling = find("Reconciling")
+local ready = find("Ready")
+
+if obj.metadata.deletionTimestamp ~= nil then
+  hs.status = "Progressing"
+  if reconciling ~= nil and reconciling.status == "True" then
+    hs.message = "Deleting: " .. describe(reconciling)
+  else
+    hs.message = "Deleting: waiting for the controller to remove its finalizer"
+  end
+  return hs
+end
+
+if #conditions == 0 then
   hs.status = "Progressing"
   hs.message = "Waiting for the controller to reconcile the object"
   return hs
 end
 
-local generation = obj.metadata.generation
-local observed = obj.status.observedGeneration
-if generation ~= nil and (observed == nil or observed ~= generation) then
-  hs.status = "Progressing"
-  hs.message = "Waiting for the controller to reconcile generation " .. tostring(generation)
-  return hs
-end
-
-local conditions = obj.status.conditions
-local stalled = condition(conditions, "Stalled")
 if stalled ~= nil and stalled.status == "True" then
   hs.status = "Degraded"
   hs.message = describe(stalled)
   return hs
 end
 
-local ready = condition(conditions, "Ready")
-if ready ~= nil and ready.status == "True" then
-  hs.status = "Healthy"
-  hs.message = describe(ready)
+if reconciling ~= nil and reconciling.status == "True" then
+  hs.status = "Progressing"
+  hs.message = describe(reconciling)
   return hs
 end
-if ready ~= nil and ready.reason == "ObserveOnly" then
+
+local observed = nil
+if obj.status ~= nil then
+  observed = obj.status.observedGeneration
+end
+if generation ~= nil and observed ~= generation then
+  hs.status = "Progressing"
+  hs.message = "Waiting for the controller to reconcile generation " .. tostring(generation)
+  if observed ~= nil then
+    hs.message = hs.message .. " (the status describes generation " .. tostring(observed) .. ")"
+  end
+  return hs
+end
+
+if ready ~= nil and (ready.status == "True" or ready.reason == "ObserveOnly") then
   hs.status = "Healthy"
   hs.message = describe(ready)
   return hs
 end
 
 hs.status = "Progressing"
-local reconciling = condition(conditions, "Reconciling")
 if ready ~= nil then
   hs.message = describe(ready)
-elseif reconciling ~= nil and reconciling.status == "True" then
-  hs.message = describe(reconciling)
 else
   hs.message = "Waiting for the Ready condition"
 end

@@ -1,0 +1,468 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"crypto/sha256"
+	"debug/elf"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	"sigs.k8s.io/yaml"
+)
+
+// testEpoch and testRevision pin what a release build takes from git.
+const (
+	testEpoch    = 1764547200 // 2025-12-01T00:00:00Z
+	testRevision = "0123456789abcdef0123456789abcdef01234567"
+)
+
+var allPlatforms = []v1.Platform{{OS: "linux", Architecture: "amd64"}, {OS: "linux", Architecture: "arm64"}}
+
+func repoRoot(t testing.TB) string {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+func testVersion(t testing.TB) string {
+	t.Helper()
+	v, err := os.ReadFile(filepath.Join(repoRoot(t), "VERSION"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(v))
+}
+
+// built is one build of the working tree, shared by the tests that only
+// read it (a build cross-compiles two binaries for two platforms).
+var built struct {
+	once sync.Once
+	res  *BuildResult
+	out  string
+	err  error
+}
+
+func buildOnce(t *testing.T) (*BuildResult, string) {
+	t.Helper()
+	built.once.Do(func() {
+		built.out, built.err = os.MkdirTemp("", "ohmlab-image-")
+		if built.err != nil {
+			return
+		}
+		built.res, built.err = Build(BuildOptions{
+			Root: repoRoot(t), Out: built.out, Version: testVersion(t), Revision: testRevision,
+			SourceDateEpoch: testEpoch, Platforms: allPlatforms,
+		}, io.Discard)
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.res, built.out
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.out != "" {
+		_ = os.RemoveAll(built.out)
+	}
+	os.Exit(code)
+}
+
+// TestBuildIsReproducible builds the same sources twice, the second time
+// from a copy at another path, with other file times and another umask
+// (what differs between two machines), and expects the same digests and
+// the same archive, byte for byte.
+func TestBuildIsReproducible(t *testing.T) {
+	first, firstOut := buildOnce(t)
+
+	copyRoot := filepath.Join(t.TempDir(), "elsewhere", "ohmlab-controller")
+	copySources(t, repoRoot(t), copyRoot, time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC))
+	old := syscall.Umask(0o077)
+	second, err := Build(BuildOptions{
+		Root: copyRoot, Out: t.TempDir(), Version: testVersion(t), Revision: testRevision,
+		SourceDateEpoch: testEpoch, Platforms: allPlatforms,
+	}, io.Discard)
+	syscall.Umask(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("index digest: %s and %s", first.Digest, second.Digest)
+	if first.Digest != second.Digest {
+		t.Errorf("index digest %s, then %s", first.Digest, second.Digest)
+	}
+	if diff := cmp.Diff(first.Manifest, second.Manifest); diff != "" {
+		t.Errorf("per-platform manifest digests differ (-first +second):\n%s", diff)
+	}
+	if a, b := fileSum(t, first.Archive), fileSum(t, second.Archive); a != b {
+		t.Errorf("archive sha256 %s, then %s", a, b)
+	}
+	if a, b := fileSum(t, filepath.Join(firstOut, "provenance.json")), fileSum(t, filepath.Join(filepath.Dir(second.Layout), "provenance.json")); a != b {
+		t.Errorf("provenance sha256 %s, then %s", a, b)
+	}
+}
+
+// copySources copies the files git knows of (tracked, and new ones not
+// ignored), as a checkout on another machine would have them.
+func copySources(t *testing.T, from, to string, mtime time.Time) {
+	t.Helper()
+	cmd := exec.Command("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+	cmd.Dir = from
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("git ls-files: %v", err)
+	}
+	for _, rel := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
+		src := filepath.Join(from, rel)
+		st, err := os.Lstat(src)
+		if errors.Is(err, os.ErrNotExist) || (err == nil && !st.Mode().IsRegular()) {
+			continue // deleted in the working tree, or the bin symlink
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := filepath.Join(to, rel)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(dst, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func fileSum(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%x", sha256.Sum256(data))
+}
+
+// TestIndex checks the image index as a registry and a kubelet see it.
+func TestIndex(t *testing.T) {
+	res, _ := buildOnce(t)
+	idx, err := LoadIndex(res.Layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := idx.Digest(); d != res.Digest {
+		t.Errorf("the layout holds index %s, the build says %s", d, res.Digest)
+	}
+	m, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.MediaType != types.OCIImageIndex {
+		t.Errorf("index media type %s", m.MediaType)
+	}
+	var platforms []string
+	for _, d := range m.Manifests {
+		platforms = append(platforms, d.Platform.String())
+		if d.MediaType != types.OCIManifestSchema1 {
+			t.Errorf("%s: media type %s", d.Platform, d.MediaType)
+		}
+	}
+	if diff := cmp.Diff([]string{"linux/amd64", "linux/arm64"}, platforms); diff != "" {
+		t.Errorf("platforms (-want +got):\n%s", diff)
+	}
+	version := testVersion(t)
+	for k, want := range map[string]string{
+		"org.opencontainers.image.version":  version,
+		"org.opencontainers.image.revision": testRevision,
+		"org.opencontainers.image.created":  "2025-12-01T00:00:00Z",
+	} {
+		if got := m.Annotations[k]; got != want {
+			t.Errorf("index annotation %s = %q, want %q", k, got, want)
+		}
+	}
+	if res.Tag != "ghcr.io/ohmlab/ohmlab-controller:"+version {
+		t.Errorf("tag %s", res.Tag)
+	}
+}
+
+// fsEntry is what the flattened filesystem of an image holds at a path.
+type fsEntry struct {
+	Mode     int64
+	UID, GID int
+	Size     int64 // regular files; -1 for a binary (size varies by release)
+}
+
+// TestImageFilesystemAndConfig checks each platform's image: the
+// distroless-equivalent base and the two static binaries, nothing else (no
+// shell, no package manager), every time the source date, and a config
+// running the controller as 65532:65532.
+func TestImageFilesystemAndConfig(t *testing.T) {
+	res, _ := buildOnce(t)
+	want := map[string]fsEntry{
+		"etc":               {Mode: 0o755},
+		"etc/group":         {Mode: 0o644, Size: 43},
+		"etc/nsswitch.conf": {Mode: 0o644, Size: 17},
+		"etc/passwd":        {Mode: 0o644, Size: 149},
+		"home":              {Mode: 0o755},
+		"home/nonroot":      {Mode: 0o700, UID: 65532, GID: 65532},
+		"root":              {Mode: 0o700},
+		"tmp":               {Mode: 0o1777},
+		"ohmlab":            {Mode: 0o755, Size: -1},
+		"ohmlab-controller": {Mode: 0o755, Size: -1},
+	}
+	machines := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
+	for _, p := range allPlatforms {
+		t.Run(p.String(), func(t *testing.T) {
+			img, err := PlatformImage(res.Index, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files := map[string][]byte{}
+			got := map[string]fsEntry{}
+			tr := tar.NewReader(mutate.Extract(img))
+			for {
+				h, err := tr.Next()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !h.ModTime.Equal(time.Unix(testEpoch, 0)) {
+					t.Errorf("%s: mtime %s, want the source date", h.Name, h.ModTime.UTC())
+				}
+				e := fsEntry{Mode: h.Mode, UID: h.Uid, GID: h.Gid, Size: h.Size}
+				if h.Typeflag == tar.TypeReg {
+					data, err := io.ReadAll(tr)
+					if err != nil {
+						t.Fatal(err)
+					}
+					files[h.Name] = data
+					if h.Name == "ohmlab" || h.Name == "ohmlab-controller" {
+						e.Size = -1
+					}
+				}
+				got[h.Name] = e
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("filesystem (-want +got):\n%s", diff)
+			}
+			if !strings.Contains(string(files["etc/passwd"]), "nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n") ||
+				!strings.Contains(string(files["etc/group"]), "nonroot:x:65532:\n") {
+				t.Errorf("no nonroot 65532 in /etc/passwd and /etc/group:\n%s%s", files["etc/passwd"], files["etc/group"])
+			}
+			for _, b := range Binaries {
+				f, err := elf.NewFile(bytes.NewReader(files[b]))
+				if err != nil {
+					t.Fatalf("%s: %v", b, err)
+				}
+				if f.Machine != machines[p.Architecture] {
+					t.Errorf("%s: ELF machine %s, want %s", b, f.Machine, machines[p.Architecture])
+				}
+				// No /etc/ssl nor /usr/share/zoneinfo in the image: both are
+				// compiled in (internal/buildinfo).
+				for _, pkg := range []string{"time/tzdata.loadFromEmbeddedTZData", "golang.org/x/crypto/x509roots/fallback.init"} {
+					if !bytes.Contains(files[b], []byte(pkg)) {
+						t.Errorf("%s does not link %s", b, pkg)
+					}
+				}
+				for _, prog := range f.Progs {
+					if prog.Type == elf.PT_INTERP {
+						t.Errorf("%s: dynamically linked (PT_INTERP): the image has no libc", b)
+					}
+				}
+			}
+
+			cfg, err := img.ConfigFile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.OS != p.OS || cfg.Architecture != p.Architecture {
+				t.Errorf("config platform %s/%s", cfg.OS, cfg.Architecture)
+			}
+			if !cfg.Created.Equal(time.Unix(testEpoch, 0)) {
+				t.Errorf("config created %s", cfg.Created)
+			}
+			wantCfg := v1.Config{
+				User: "65532:65532", Entrypoint: []string{"/ohmlab-controller"}, Env: []string{"PATH=/"},
+				WorkingDir: "/home/nonroot", Labels: cfg.Config.Labels,
+			}
+			if diff := cmp.Diff(wantCfg, cfg.Config); diff != "" {
+				t.Errorf("config (-want +got):\n%s", diff)
+			}
+			if cfg.Config.Labels["org.opencontainers.image.revision"] != testRevision {
+				t.Errorf("labels %v", cfg.Config.Labels)
+			}
+		})
+	}
+}
+
+// TestExtractedBinaryIsTheReleasedOne runs the amd64 ohmlab taken out of
+// the image layer (as the e2e test does with ohmlab-controller): it reports
+// the VERSION file's release and the revision, and carries the fallback CA
+// roots.
+func TestExtractedBinaryIsTheReleasedOne(t *testing.T) {
+	res, out := buildOnce(t)
+	bin := filepath.Join(t.TempDir(), "ohmlab")
+	if err := Extract(res.Layout, v1.Platform{OS: "linux", Architecture: "amd64"}, "/ohmlab", bin); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := fileSum(t, bin), fileSum(t, filepath.Join(out, "bin", "linux_amd64", "ohmlab")); a != b {
+		t.Errorf("extracted %s, built %s", a, b)
+	}
+	if runtime.GOARCH == "amd64" {
+		got, err := exec.Command(bin, "version").CombinedOutput()
+		if err != nil {
+			t.Fatalf("ohmlab version: %v\n%s", err, got)
+		}
+		if want := fmt.Sprintf("ohmlab %s (revision %s)\n", testVersion(t), testRevision); string(got) != want {
+			t.Errorf("ohmlab version = %q, want %q", got, want)
+		}
+	}
+	if err := Extract(res.Layout, v1.Platform{OS: "linux", Architecture: "arm64"}, "sh", filepath.Join(t.TempDir(), "sh")); err == nil {
+		t.Error("extracting /sh succeeded: the image must have no shell")
+	}
+}
+
+// TestProvenance checks the SLSA v1 predicate make sign attests: builder,
+// source and commit, Go version and flags as the toolchain recorded them,
+// and the resolved modules with their go.sum hashes.
+func TestProvenance(t *testing.T) {
+	_, out := buildOnce(t)
+	raw, err := os.ReadFile(filepath.Join(out, "provenance.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p provenance
+	if err := json.Unmarshal(raw, &p); err != nil {
+		t.Fatal(err)
+	}
+	bd := p.BuildDefinition
+	if p.RunDetails.Builder.ID != builderID || bd.BuildType != buildType {
+		t.Errorf("builder %q, build type %q", p.RunDetails.Builder.ID, bd.BuildType)
+	}
+	wantSource := resourceDescriptor{URI: "git+https://github.com/ohmlab/ohmlab-controller", Digest: map[string]string{"gitCommit": testRevision}}
+	if diff := cmp.Diff(wantSource, bd.ExternalParameters.Source); diff != "" {
+		t.Errorf("source (-want +got):\n%s", diff)
+	}
+	if bd.InternalParameters.GoVersion != runtime.Version() {
+		t.Errorf("Go version %q, want %q", bd.InternalParameters.GoVersion, runtime.Version())
+	}
+	if len(bd.InternalParameters.Settings) != 4 {
+		t.Errorf("settings of %d binaries, want 4", len(bd.InternalParameters.Settings))
+	}
+	for name, s := range bd.InternalParameters.Settings {
+		arch := strings.TrimPrefix(strings.Split(name, "/")[0], "linux_")
+		for k, want := range map[string]string{"CGO_ENABLED": "0", "-trimpath": "true", "GOOS": "linux", "GOARCH": arch} {
+			if s[k] != want {
+				t.Errorf("%s: build setting %s = %q, want %q", name, k, s[k], want)
+			}
+		}
+	}
+	// The toolchain does not record -ldflags under -trimpath: the build
+	// program does.
+	if flags := strings.Join(bd.InternalParameters.GoFlags, " "); !strings.Contains(flags, "-trimpath") ||
+		!strings.Contains(flags, "buildinfo.Version="+testVersion(t)+" ") || !strings.Contains(flags, "buildinfo.Revision="+testRevision) {
+		t.Errorf("Go flags %q lack -trimpath, the version or the revision", flags)
+	}
+	deps := map[string]resourceDescriptor{}
+	for _, d := range bd.ResolvedDependencies {
+		deps[d.URI] = d
+	}
+	if deps["git+https://github.com/ohmlab/ohmlab-controller@"+testRevision].Digest["gitCommit"] != testRevision {
+		t.Error("no source commit among the resolved dependencies")
+	}
+	if _, ok := deps["pkg:golang/stdlib@"+strings.TrimPrefix(runtime.Version(), "go")]; !ok {
+		t.Error("no Go toolchain among the resolved dependencies")
+	}
+	// Every module of the product's go.sum that the binaries link, with
+	// the go.sum hash: controller-runtime and the fallback CA roots at least.
+	sums := goSum(t, filepath.Join(repoRoot(t), "go.sum"))
+	for _, mod := range []string{"sigs.k8s.io/controller-runtime", "golang.org/x/crypto/x509roots/fallback", "github.com/hashicorp/vault/api"} {
+		var found bool
+		for uri, d := range deps {
+			path, version, ok := strings.Cut(strings.TrimPrefix(uri, "pkg:golang/"), "@")
+			if !ok || path != mod {
+				continue
+			}
+			found = true
+			want, _ := goModuleH1(sums[path+" "+version])
+			if want == "" || d.Digest["goModuleH1"] != want {
+				t.Errorf("%s: goModuleH1 %q, go.sum says %q", uri, d.Digest["goModuleH1"], want)
+			}
+		}
+		if !found {
+			t.Errorf("module %s is not among the resolved dependencies", mod)
+		}
+	}
+}
+
+func goSum(t *testing.T, path string) map[string]string {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sums := map[string]string{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 3 && !strings.HasSuffix(f[1], "/go.mod") {
+			sums[f[0]+" "+f[1]] = f[2]
+		}
+	}
+	return sums
+}
+
+// TestChartRunsTheImageAsItsUser checks that the chart's defaults run the
+// image the way it is built: its numeric user and group (restricted Pod
+// Security needs numbers, the image has no other account to offer) and its
+// entrypoint.
+func TestChartRunsTheImageAsItsUser(t *testing.T) {
+	chart := filepath.Join(repoRoot(t), "charts", "ohmlab-controller")
+	raw, err := os.ReadFile(filepath.Join(chart, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values struct {
+		Image           struct{ Repository string }
+		SecurityContext struct{ RunAsUser, RunAsGroup int }
+	}
+	if err := yaml.Unmarshal(raw, &values); err != nil {
+		t.Fatal(err)
+	}
+	if values.SecurityContext.RunAsUser != NonRoot || values.SecurityContext.RunAsGroup != NonRoot {
+		t.Errorf("chart securityContext %d:%d, the image runs as %d:%d", values.SecurityContext.RunAsUser, values.SecurityContext.RunAsGroup, NonRoot, NonRoot)
+	}
+	if values.Image.Repository != Repository {
+		t.Errorf("chart image.repository %q, the image is %q", values.Image.Repository, Repository)
+	}
+	deployment, err := os.ReadFile(filepath.Join(chart, "templates", "deployment.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(deployment), "command:\n            - /ohmlab-controller\n") {
+		t.Error("the chart's Deployment does not run /ohmlab-controller, the image's entrypoint")
+	}
+}
