@@ -71,6 +71,11 @@ type Options struct {
 	// for the Certificate's dnsNames into its Secret, and the CA is written
 	// into the webhook configuration's caBundle, as cainjector would.
 	CertManager func(ctx context.Context, cp *harness.ControlPlane) error
+	// Vault, when set, is configured and used instead of a dev server (for
+	// example the Vault of a harness.FileVault); Stop stops it. The
+	// controller's address stays Vault.Addr unless Values set
+	// targets.vault.backend.address (for example a proxy).
+	Vault *harness.Vault
 }
 
 // Env is a running environment.
@@ -132,9 +137,11 @@ func Start(ctx context.Context, opts Options) (e *Env, err error) {
 			return e, err
 		}
 	}
-	e.logf("starting vault server -dev (KV v2 mounts secret and ohmlab)")
-	if e.Vault, err = harness.StartVault(); err != nil {
-		return e, err
+	if e.Vault = opts.Vault; e.Vault == nil {
+		e.logf("starting vault server -dev (KV v2 mounts secret and ohmlab)")
+		if e.Vault, err = harness.StartVault(); err != nil {
+			return e, err
+		}
 	}
 	if err := e.installChart(ctx); err != nil {
 		return e, err

@@ -32,6 +32,7 @@ type ControlPlane struct {
 	// Kubeconfig is the path of a kubeconfig file for Config, for kubectl.
 	Kubeconfig string
 	dir        string
+	apiserver  *apiserverProcess // set by StopAPIServer
 }
 
 // Options change what StartControlPlane installs.
@@ -133,6 +134,7 @@ func (cp *ControlPlane) finish() error {
 
 // Stop stops the control plane and removes its files.
 func (cp *ControlPlane) Stop() error {
+	cp.stopRestartedAPIServer()
 	err := cp.Env.Stop()
 	if cp.dir != "" {
 		_ = os.RemoveAll(cp.dir)
