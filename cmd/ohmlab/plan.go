@@ -39,8 +39,14 @@ the form of the Drifted condition:
   <namespace>/<name> <path>: 1 adopt, 1 create-field (webhook)
 
 then the objects that would wait (RefPending) or stall (OwnedByAnother,
-PathDeleted, InvalidSpec, Forbidden...) with their reason, and a total line.
-Values never appear, not even those of plain keys.
+PathDeleted, InvalidSpec, Forbidden...) with their reason and what a real run
+would still write around the keys it holds back ("; would still write: ..."),
+and a total line. Values never appear, not even those of plain keys.
+
+An object with prune: true and no status.managedKeys (a rendered chart) plans
+no prune, and standard error says so: plan the live objects
+(kubectl get vaultseeds -A -o yaml | ohmlab plan -) to see what a real run
+prunes.
 
 Objects that reference each other's paths are planned in dependency order:
 a copy is planned against what its source's plan would write, as the
@@ -75,6 +81,9 @@ type planObject struct {
 	Reason  string       `json:"reason"`
 	Message string       `json:"message"`
 	Actions []planAction `json:"actions"`
+	// Writes sums what a real run would still write for an object that
+	// waits or stalls on some keys.
+	Writes string `json:"writes,omitempty"`
 	After   []string     `json:"after,omitempty"`
 }
 
@@ -163,6 +172,12 @@ func runPlan(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		seeds := make([]*ohmlabv1alpha1.VaultSeed, len(objs))
 		for i, o := range objs {
 			seeds[i] = o.Seed
+			if o.Seed.Spec.Prune && len(o.Seed.Status.ManagedKeys) == 0 {
+				// A rendered chart has no status: the keys the controller
+				// wrote cannot be told, so no prune is planned, while the
+				// live object may prune some.
+				fmt.Fprintf(stderr, "ohmlab plan: %s/%s: prune: true, but the input has no status.managedKeys: no prune is planned; to see what a real run prunes, plan the live objects (kubectl get vaultseeds -A -o yaml | ohmlab plan -)\n", o.Seed.Namespace, o.Seed.Name)
+			}
 		}
 		previews, err = vaultseed.PreviewSeeds(context.Background(), kv, seeds, vaultseed.PreviewOptions{AllowDelete: *allowDelete})
 		if err != nil {
@@ -241,6 +256,9 @@ func planClient(tokenFile string, timeout time.Duration) (*vaultkv.Client, error
 func planObjectOf(p vaultseed.Preview) planObject {
 	o := planObject{Namespace: p.Namespace, Name: p.Name, Path: p.Path, Reason: p.Drifted.Reason, Message: p.Drifted.Message,
 		Actions: make([]planAction, len(p.Actions)), After: p.After}
+	if !p.Changes() {
+		o.Writes = p.Writes
+	}
 	for i, a := range p.Actions {
 		o.Actions[i] = planAction{Action: a.Name, Key: a.Key}
 	}
@@ -271,12 +289,19 @@ func printPlan(w io.Writer, rep planReport) {
 		fmt.Fprintln(w, line)
 	}
 	for _, o := range rep.Objects {
+		var line string
 		switch o.State {
 		case stateWaits:
-			fmt.Fprintf(w, "%s/%s %s: would wait: %s: %s\n", o.Namespace, o.Name, o.Path, o.Reason, o.Message)
+			line = fmt.Sprintf("%s/%s %s: would wait: %s: %s", o.Namespace, o.Name, o.Path, o.Reason, o.Message)
 		case stateStalls:
-			fmt.Fprintf(w, "%s/%s %s: would stall: %s: %s\n", o.Namespace, o.Name, o.Path, o.Reason, o.Message)
+			line = fmt.Sprintf("%s/%s %s: would stall: %s: %s", o.Namespace, o.Name, o.Path, o.Reason, o.Message)
+		default:
+			continue
 		}
+		if o.Writes != "" {
+			line += "; would still write: " + o.Writes
+		}
+		fmt.Fprintln(w, line)
 	}
 	t := rep.Total
 	line := fmt.Sprintf("Plan: %d objects: %d with changes", t.Objects, t.Changes)

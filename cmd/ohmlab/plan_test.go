@@ -109,6 +109,7 @@ var planObjects = strings.Join([]string{
 	vaultSeed("deleted", "  path: "+planPath("deleted")+"\n  data:\n    a: \"\"\n"),
 	vaultSeed("pending", "  path: "+planPath("pending")+"\n  data:\n    copy: \"<ref:"+planPath("nowhere")+"#k>\"\n"),
 	vaultSeed("insync", "  path: "+planPath("insync")+"\n  data:\n    a: \"\"\n"),
+	vaultSeed("held", "  path: "+planPath("held")+"\n  data:\n    x: \"\"\n    xHash: \"<bcrypt:x>\"\n    other: \"<random:10>\"\n"),
 }, "---\n")
 
 func setVault(t *testing.T, v *harness.Vault, token string) {
@@ -141,9 +142,10 @@ func TestPlanEveryAction(t *testing.T) {
 		"vo/prune " + p("prune") + ": 1 delete-field (old)\n" +
 		"vo/rotate " + p("rotate") + ": 1 rotate (password), 1 record-token\n" +
 		"vo/owned " + p("owned") + ": would stall: OwnedByAnother: the path is owned by vo/someone-else (custom_metadata ohmlab.fr/owner): delete one of the two objects, or hand the path over with: vault kv metadata patch -remove-custom-metadata=ohmlab.fr/owner " + p("owned") + "\n" +
-		"vo/deleted " + p("deleted") + ": would stall: PathDeleted: the latest version (1) of the path is deleted: undelete it (vault kv undelete -versions=1), or delete the path's metadata (vault kv metadata delete) to have it created anew\n" +
+		"vo/deleted " + p("deleted") + ": would stall: PathDeleted: the latest version (1) of the path is deleted: undelete it (vault kv undelete -versions=1 " + p("deleted") + "), or delete the path's metadata (vault kv metadata delete " + p("deleted") + ") to have it created anew\n" +
 		"vo/pending " + p("pending") + ": would wait: RefPending: waiting for " + p("nowhere") + "#k (path missing)\n" +
-		"Plan: 9 objects: 5 with changes (1 create, 1 adopt, 2 create-field, 1 update-field, 1 delete-field, 1 rotate, 1 record-token), 1 would wait, 2 would stall, 1 in sync.\n"}
+		"vo/held " + p("held") + ": would stall: InvalidSpec: xHash: cannot be computed while x is empty; fill it in (vault kv patch " + p("held") + " x=...); would still write: 1 create, 2 create-field (other, x)\n" +
+		"Plan: 10 objects: 5 with changes (2 create, 1 adopt, 4 create-field, 1 update-field, 1 delete-field, 1 rotate, 1 record-token), 1 would wait, 3 would stall, 1 in sync.\n"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("ohmlab plan (-want +got):\n%s", diff)
 	}
@@ -190,18 +192,19 @@ func TestPlanJSON(t *testing.T) {
 		{"deleted", "stalls", "PathDeleted", ""},
 		{"pending", "waits", "RefPending", ""},
 		{"insync", "in-sync", "InSync", ""},
+		{"held", "stalls", "InvalidSpec", "create, create-field other, create-field x"},
 	}
 	if diff := cmp.Diff(wantRows, rows); diff != "" {
 		t.Errorf("objects (-want +got):\n%s", diff)
 	}
-	wantTotal := planTotal{Objects: 9, Changes: 5, Waits: 1, Stalls: 2, InSync: 1, Actions: map[string]int{
-		"create": 1, "adopt": 1, "create-field": 2, "update-field": 1, "delete-field": 1, "rotate": 1, "record-token": 1}}
+	wantTotal := planTotal{Objects: 10, Changes: 5, Waits: 1, Stalls: 3, InSync: 1, Actions: map[string]int{
+		"create": 2, "adopt": 1, "create-field": 4, "update-field": 1, "delete-field": 1, "rotate": 1, "record-token": 1}}
 	if diff := cmp.Diff(wantTotal, rep.Total); diff != "" {
 		t.Errorf("total (-want +got):\n%s", diff)
 	}
 	var verdict report
-	if err := json.Unmarshal(rep.Validation, &verdict); err != nil || !verdict.Valid || verdict.Objects != 9 {
-		t.Errorf("validation %s: want validate's report, valid, 9 objects (%v)", rep.Validation, err)
+	if err := json.Unmarshal(rep.Validation, &verdict); err != nil || !verdict.Valid || verdict.Objects != 10 {
+		t.Errorf("validation %s: want validate's report, valid, 10 objects (%v)", rep.Validation, err)
 	}
 	for _, value := range planValues {
 		if strings.Contains(got.Stdout+got.Stderr, value) {
@@ -320,5 +323,22 @@ func TestPlanUsage(t *testing.T) {
 				t.Errorf("got %+v; want code %d, stdout with %q, stderr with %q", got, tt.wantCode, tt.wantOut, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestPlanSaysAPruneCannotBePlannedWithoutStatus: a rendered object with
+// prune: true has no status.managedKeys, so plan cannot tell what a real run
+// of the live object prunes: it says so on standard error, and how to plan
+// the live objects instead.
+func TestPlanSaysAPruneCannotBePlannedWithoutStatus(t *testing.T) {
+	v := harness.VaultForTest(t)
+	setVault(t, v, harness.VaultRootToken)
+	got := runCLI(t, vaultSeed("rendered", "  path: "+planPath("rendered")+"\n  prune: true\n  data:\n    a: \"\"\n"), "plan", "-")
+	if got.Code != planChanges {
+		t.Errorf("exit %d, want %d (the path would be created)", got.Code, planChanges)
+	}
+	want := "ohmlab plan: vo/rendered: prune: true, but the input has no status.managedKeys: no prune is planned; to see what a real run prunes, plan the live objects (kubectl get vaultseeds -A -o yaml | ohmlab plan -)\n"
+	if diff := cmp.Diff(want, got.Stderr); diff != "" {
+		t.Errorf("stderr (-want +got):\n%s", diff)
 	}
 }

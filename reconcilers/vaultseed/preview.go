@@ -36,8 +36,15 @@ type Preview struct {
 	// Stalled tells, for Drifted Unknown, a stall (checked again at each
 	// resync) from a wait (retried with backoff).
 	Stalled bool
-	// Actions are the planned changes when Drifted is True.
+	// Actions are the planned changes: when Drifted is True, and also for
+	// an object that waits or stalls on some keys while a real run would
+	// still write the others (issue 12: a stall on one key does not freeze
+	// the path).
 	Actions []Action
+	// Writes sums Actions for an object that waits or stalls ("" when a
+	// real run would write nothing); for Drifted True it is Drifted's
+	// message.
+	Writes string
 	// After names the objects of the input ("<namespace>/<name>") whose
 	// planned data writes this plan read: its references were resolved
 	// against what those objects would write first.
@@ -77,36 +84,37 @@ func PreviewSeeds(ctx context.Context, kv KVReader, objs []*ohmlabv1alpha1.Vault
 	var planned []int
 	for _, i := range dependencyOrder(objs, analyses) {
 		seed, analysis := objs[i], analyses[i]
-		res, after, err := previewOne(ctx, ov, gen, seed, analysis, set, opts)
+		res, p, after, err := previewOne(ctx, ov, gen, seed, analysis, set, opts)
 		if err != nil {
 			return collect(out, planned), fmt.Errorf("%s %s: %w", seeds.Owner(seed), seed.Spec.Path, err)
 		}
-		out[i] = previewOf(seed, res, after)
+		out[i] = previewOf(seed, res, p, after)
 		planned = append(planned, i)
 	}
 	return out, nil
 }
 
 // previewOne is one observe-only reconcile of sync, against the overlay,
-// and records what a real run would write.
-func previewOne(ctx context.Context, ov *overlay, gen templating.Generator, seed *ohmlabv1alpha1.VaultSeed, analysis templating.Analysis, set []templating.Problem, opts PreviewOptions) (outcome, []string, error) {
+// and records what a real run would write. It returns the plan too (nil
+// when planning did not happen).
+func previewOne(ctx context.Context, ov *overlay, gen templating.Generator, seed *ohmlabv1alpha1.VaultSeed, analysis templating.Analysis, set []templating.Problem, opts PreviewOptions) (outcome, *Plan, []string, error) {
 	if len(analysis.Problems) > 0 {
-		return outcome{result: stalledResult(problemsReason(analysis.Problems), problemsMessage(analysis.Problems))}, nil, nil
+		return outcome{result: stalledResult(problemsReason(analysis.Problems), problemsMessage(analysis.Problems))}, nil, nil, nil
 	}
 	if ring := ringThrough(set, seeds.Owner(seed)); ring != "" {
-		return outcome{result: stalledResult(ohmlabv1alpha1.ReasonRefCycle, ring)}, nil, nil
+		return outcome{result: stalledResult(ohmlabv1alpha1.ReasonRefCycle, ring)}, nil, nil, nil
 	}
 	if res, refused := deleteRefused(seed, opts.AllowDelete); refused {
-		return outcome{result: res}, nil, nil
+		return outcome{result: res}, nil, nil, nil
 	}
 	desired := desiredOf(seed, analysis, seed.Status.ManagedKeys)
 	observed, err := observeVault(ctx, ov, seed.Spec.Path, analysis.RefPaths, desired)
 	if err != nil {
-		return outcome{}, nil, err
+		return outcome{}, nil, nil, err
 	}
 	p, err := plan(desired, observed, gen)
 	if err != nil {
-		return outcome{}, nil, err
+		return outcome{}, nil, nil, err
 	}
 	ov.record(seed.Spec.Path, observed.Path, p, seeds.Owner(seed))
 	var after []string
@@ -116,20 +124,20 @@ func previewOne(ctx context.Context, ov *overlay, gen templating.Generator, seed
 		}
 	}
 	slices.Sort(after)
-	return observeOnlyOutcome(p, observed.Path.Version), slices.Compact(after), nil
+	return observeOnlyOutcome(p, observed.Path.Version), &p, slices.Compact(after), nil
 }
 
 // previewOf turns an outcome into what the Drifted condition would say,
 // through the same code that writes status.
-func previewOf(seed *ohmlabv1alpha1.VaultSeed, out outcome, after []string) Preview {
+func previewOf(seed *ohmlabv1alpha1.VaultSeed, out outcome, p *Plan, after []string) Preview {
 	var st ohmlabv1alpha1.VaultSeedStatus
 	out.apply(&st, seed.Generation, true)
 	pv := Preview{Namespace: seed.Namespace, Name: seed.Name, Path: seed.Spec.Path, Stalled: out.stalled, After: after}
 	if c := meta.FindStatusCondition(st.Conditions, ohmlabv1alpha1.ConditionDrifted); c != nil {
 		pv.Drifted = *c
 	}
-	if pv.Changes() && out.plan != nil {
-		pv.Actions = out.plan.Actions
+	if p != nil && !p.Empty() {
+		pv.Actions, pv.Writes = p.Actions, p.Summary()
 	}
 	return pv
 }
