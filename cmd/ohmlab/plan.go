@@ -83,8 +83,8 @@ type planObject struct {
 	Actions []planAction `json:"actions"`
 	// Writes sums what a real run would still write for an object that
 	// waits or stalls on some keys.
-	Writes string `json:"writes,omitempty"`
-	After   []string     `json:"after,omitempty"`
+	Writes string   `json:"writes,omitempty"`
+	After  []string `json:"after,omitempty"`
 }
 
 type planAction struct {
