@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -253,9 +255,17 @@ func TestPlanVaultCannotBeRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A server that is not Vault, answering 404 with an empty body (as some
+	// proxies do for a wrong address): every path is not "absent".
+	notVault := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(notVault.Close)
+	empty := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNotFound) }))
+	t.Cleanup(empty.Close)
 	tests := []struct {
 		name, addr, token, wantStderr string
 	}{
+		{"a server that answers an empty 404", empty.URL, token, "not_found (404): not found\n"},
+		{"a server that answers a text 404", notVault.URL, token, "not_found (404)"},
 		{"a policy that refuses the read", v.Addr, token,
 			"ohmlab plan: Vault could not be read: vo/b " + planPath("b") + ": vaultkv: read " + planPath("b") + ": forbidden (403): permission denied\n"},
 		{"an invalid token", v.Addr, "not-a-token",
