@@ -224,7 +224,7 @@ func (cfg VaultConfig) NewManager(ctx context.Context, p Process) (manager.Manag
 		return nil, fmt.Errorf("vault: %w", err)
 	}
 	if p.Webhook != nil {
-		if err := webhooks.SetupWithManager(mgr, cfg.Namespaces); err != nil {
+		if err := webhooks.SetupWithManager(mgr, cfg.Namespaces, webhooks.AllowDelete(cfg.AllowDelete)); err != nil {
 			return nil, fmt.Errorf("vault: %w", err)
 		}
 	}

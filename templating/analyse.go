@@ -183,6 +183,11 @@ func (an *analyser) walk(prefix string, m map[string]any, valid bool) {
 		case strings.Contains(k, "."):
 			an.problem(ReasonInvalidSpec, path, fmt.Sprintf("key name %q contains a dot: nest maps instead", k))
 			ok = false
+		case k == "true" || k == "false":
+			// YAML 1.1 (helm, kubectl) reads an unquoted on/off, yes/no or
+			// y/n key as a boolean: a <ref:...#y> then waits forever.
+			an.a.Warnings = append(an.a.Warnings, Problem{Key: path, Message: fmt.Sprintf(
+				"key name %q is what YAML 1.1 makes of an unquoted on, off, yes, no, y or n: quote the key in the YAML if you meant that name", k)})
 		}
 		switch v := m[k].(type) {
 		case map[string]any:

@@ -282,6 +282,10 @@ func TestAnalyseWarnings(t *testing.T) {
 			warn("a.b", "is plain text, not the template <age:secret>: with the white space around it the controller writes the text as it is; remove the white space to generate the value"),
 			warn("z", "is plain text, not the template <uuid>: with the white space around it the controller writes the text as it is; remove the white space to generate the value"),
 		}},
+		{name: "a key YAML 1.1 made a boolean", data: m{"true": "x", "a": m{"false": "<uuid>"}, "yes": "y"}, want: []Problem{
+			warn("a.false", `key name "false" is what YAML 1.1 makes of an unquoted on, off, yes, no, y or n: quote the key in the YAML if you meant that name`),
+			warn("true", `key name "true" is what YAML 1.1 makes of an unquoted on, off, yes, no, y or n: quote the key in the YAML if you meant that name`),
+		}},
 		{name: "a malformed template is not named", data: m{"a": " <random:0>"}, want: []Problem{warn("a",
 			"is plain text that looks like a template with white space around it: the controller writes the text as it is; remove the white space to make it a template")}},
 	}

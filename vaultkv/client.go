@@ -286,15 +286,16 @@ type readResponse struct {
 }
 
 // parseRead decodes a read's body. For a 404 it returns an absent Secret
-// (empty body or no errors), a deleted one (metadata), or nil when Vault
-// sent error messages.
+// (Vault's `{"errors":[]}`), a deleted one (metadata), or nil when Vault
+// sent error messages. An empty 404 is not Vault's: a wrong address behind a
+// proxy would otherwise read every path as absent.
 func parseRead(body io.Reader, notFound bool) (*Secret, error) {
 	var r readResponse
 	dec := json.NewDecoder(body)
 	dec.UseNumber()
 	if err := dec.Decode(&r); err != nil {
-		if notFound && errors.Is(err, io.EOF) {
-			return &Secret{}, nil
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("the answer is empty, not Vault's: check the address")
 		}
 		return nil, fmt.Errorf("decoding Vault's answer: %w", err)
 	}

@@ -119,7 +119,7 @@ func TestReadShapes(t *testing.T) {
 		{name: "present, future deletion_time, no custom_metadata", status: 200,
 			body: `{"data":{"data":{},"metadata":{` + md + `,"deletion_time":"2999-01-01T00:00:00Z","custom_metadata":null}}}`,
 			want: &Secret{Exists: true, Version: 3, Data: map[string]any{}}},
-		{name: "absent, empty body", status: 404, body: ``, want: &Secret{}},
+		{name: "empty body: not Vault", status: 404, body: ``, class: "not_found"},
 		{name: "absent, empty errors", status: 404, body: `{"errors":[]}`, want: &Secret{}},
 		{name: "soft-deleted", status: 404,
 			body: `{"data":{"data":null,"metadata":{` + md + `,"deletion_time":"2026-01-02T00:00:00Z","destroyed":false,"custom_metadata":{"k":"v"}}}}`,
@@ -265,7 +265,7 @@ func kubernetesClient(t *testing.T, fv *fakeVault, mutate func(*Config)) (*Clien
 
 func TestTokenLifecycle(t *testing.T) {
 	ctx := context.Background()
-	fv := &fakeVault{ttl: 900, kv: answer(404, "")}
+	fv := &fakeVault{ttl: 900, kv: answer(404, `{"errors":[]}`)}
 	c, clock, jwtFile := kubernetesClient(t, fv, nil)
 	read := func() {
 		t.Helper()
@@ -307,7 +307,7 @@ func TestTokenLifecycle(t *testing.T) {
 
 func TestFailedReplacementKeepsTheTokenUntilExpiry(t *testing.T) {
 	ctx := context.Background()
-	fv := &fakeVault{ttl: 900, kv: answer(404, "")}
+	fv := &fakeVault{ttl: 900, kv: answer(404, `{"errors":[]}`)}
 	c, clock, jwtFile := kubernetesClient(t, fv, nil)
 	if _, err := c.Read(ctx, "ohmlab/x"); err != nil {
 		t.Fatal(err)
@@ -342,7 +342,7 @@ func TestRejectedTokenLogsInOnceAndRetriesOnce(t *testing.T) {
 			answer(403, `{"errors":["permission denied"]}`)(w, r)
 			return
 		}
-		answer(404, "")(w, r)
+		answer(404, `{"errors":[]}`)(w, r)
 	}
 	c, _, _ := kubernetesClient(t, fv, nil)
 	if _, err := c.Read(ctx, "ohmlab/x"); err != nil {
@@ -382,7 +382,7 @@ func TestRejectedTokenLogsInOnceAndRetriesOnce(t *testing.T) {
 
 func TestConcurrentRejectionsLogInOnce(t *testing.T) {
 	ctx := context.Background()
-	fv := &fakeVault{ttl: 900, kv: answer(404, "")}
+	fv := &fakeVault{ttl: 900, kv: answer(404, `{"errors":[]}`)}
 	c, _, _ := kubernetesClient(t, fv, nil)
 	if _, err := c.Read(ctx, "ohmlab/x"); err != nil {
 		t.Fatal(err)
@@ -421,7 +421,7 @@ func TestLoginFailures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fv := &fakeVault{ttl: 900, kv: answer(404, "")}
+			fv := &fakeVault{ttl: 900, kv: answer(404, `{"errors":[]}`)}
 			c, _, _ := kubernetesClient(t, fv, tt.mutate)
 			_, err := c.Read(context.Background(), "ohmlab/x")
 			var e *Error
@@ -436,7 +436,7 @@ func TestLoginFailures(t *testing.T) {
 }
 
 func TestRateLimit(t *testing.T) {
-	c := tokenClient(t, &fakeVault{kv: answer(404, "")}, func(cfg *Config) { cfg.QPS, cfg.Burst = 20, 1 })
+	c := tokenClient(t, &fakeVault{kv: answer(404, `{"errors":[]}`)}, func(cfg *Config) { cfg.QPS, cfg.Burst = 20, 1 })
 	ctx := context.Background()
 	start := time.Now()
 	for range 5 {
@@ -480,7 +480,7 @@ func TestMetrics(t *testing.T) {
 			answer(403, `{"errors":["permission denied"]}`)(w, r)
 			return
 		}
-		answer(404, "")(w, r)
+		answer(404, `{"errors":[]}`)(w, r)
 	}
 	c, _, _ := kubernetesClient(t, fv, func(cfg *Config) { cfg.Metrics, cfg.Target = m, "vault-a" })
 	ctx := context.Background()

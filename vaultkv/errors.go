@@ -125,6 +125,11 @@ func ClassOf(err error) string {
 // casMismatch is the message of Vault's KV v2 engine for a stale cas.
 const casMismatch = "check-and-set parameter did not match"
 
+// jsonLimit is in Vault's messages for a request over its JSON limits
+// ("JSON string value exceeds allowed length", "... exceeds allowed
+// nesting depth").
+const jsonLimit = "exceeds allowed"
+
 // classify turns an error of vault/api or of the transport into an *Error.
 // It reads only Vault's error messages and the transport's innermost
 // error, never a body Vault could not format as errors.
@@ -189,6 +194,11 @@ func statusClass(op string, status int, reason string) Class {
 		return ClassForbidden
 	case status == http.StatusNotFound:
 		return ClassNotFound
+	case status >= 500 && strings.Contains(reason, jsonLimit):
+		// Vault refuses a request over its JSON limits (a value over 1 MiB,
+		// too many keys, too deep) with a 500: the same request always
+		// fails, so it is no outage.
+		return ClassInvalid
 	case status == http.StatusTooManyRequests || status >= 500:
 		return ClassUnavailable
 	default:

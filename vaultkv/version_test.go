@@ -2,11 +2,14 @@ package vaultkv_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/ohmlab/ohmlab-controller/test/harness"
+	"github.com/ohmlab/ohmlab-controller/vaultkv"
 )
 
 // TestIntegrationReadVersion reads earlier versions against the real Vault:
@@ -45,5 +48,19 @@ func TestIntegrationReadVersion(t *testing.T) {
 	}
 	if leaks := r.leaks(); len(leaks) > 0 {
 		t.Errorf("values leaked: %v", leaks)
+	}
+}
+
+// TestIntegrationOverVaultsJSONLimitsIsInvalid: Vault answers a value over
+// its JSON limits with a 500; the same write always fails, so it is
+// ClassInvalid (BackendError), not an outage.
+func TestIntegrationOverVaultsJSONLimitsIsInvalid(t *testing.T) {
+	ctx := context.Background()
+	v := harness.VaultForTest(t)
+	r := record(t)
+	c := rootClient(t, r, v)
+	_, err := c.Write(ctx, "ohmlab/platforms/core/keycloak/huge", map[string]any{"v": strings.Repeat("x", 1536*1024)}, 0)
+	if !errors.Is(err, vaultkv.ErrInvalid) || !strings.Contains(err.Error(), "exceeds allowed") {
+		t.Fatalf("got %v, want invalid with Vault's reason", err)
 	}
 }

@@ -32,20 +32,23 @@ const Path = "/validate-ohmlab-fr-v1alpha1-vaultseed"
 // seeds.IndexPath index, so call it after seeds.IndexFields. namespaces are
 // the namespaces the target watches: objects elsewhere are admitted without
 // analysis; an empty list means every namespace.
-func SetupWithManager(mgr ctrl.Manager, namespaces []string) error {
+func SetupWithManager(mgr ctrl.Manager, namespaces []string, opts ...Option) error {
 	gvk := ohmlabv1alpha1.GroupVersion.WithKind("VaultSeed")
 	if !mgr.GetScheme().Recognizes(gvk) {
 		return fmt.Errorf("registering the VaultSeed webhook: the manager's scheme does not hold %s", gvk)
 	}
-	mgr.GetWebhookServer().Register(Path, NewWebhook(mgr.GetScheme(), mgr.GetCache(), namespaces))
+	mgr.GetWebhookServer().Register(Path, NewWebhook(mgr.GetScheme(), mgr.GetCache(), namespaces, opts...))
 	return nil
 }
 
 // NewWebhook returns the admission webhook of the VaultSeed validator.
 // reader must have the seeds.IndexPath index; a panic in the validator is
 // answered as an error, never as an admission.
-func NewWebhook(scheme *runtime.Scheme, reader client.Reader, namespaces []string) *admission.Webhook {
+func NewWebhook(scheme *runtime.Scheme, reader client.Reader, namespaces []string, opts ...Option) *admission.Webhook {
 	v := &Validator{Reader: reader}
+	for _, o := range opts {
+		o(v)
+	}
 	if len(namespaces) > 0 {
 		v.Namespaces = map[string]bool{}
 		for _, ns := range namespaces {
@@ -75,7 +78,23 @@ type Validator struct {
 	Reader client.Reader
 	// Namespaces are the watched namespaces; nil means every namespace.
 	Namespaces map[string]bool
+	// AllowDelete is the target's allowDelete. Without it, an object
+	// asking for deletionPolicy Delete is admitted with a warning: the
+	// controller reports it Stalled (Forbidden) and never deletes its path.
+	AllowDelete bool
 }
+
+// Option configures the Validator of NewWebhook and SetupWithManager.
+type Option func(*Validator)
+
+// AllowDelete tells the validator the target's allowDelete.
+func AllowDelete(allowed bool) Option {
+	return func(v *Validator) { v.AllowDelete = allowed }
+}
+
+// deleteNotAllowed is the warning of deletionPolicy Delete on a target
+// without allowDelete (product document, "Deletion").
+const deleteNotAllowed = "spec.deletionPolicy: Delete is not allowed by this controller (its chart leaves targets.vault.allowDelete false): the object will be Stalled with reason Forbidden and its path will never be deleted; set targets.vault.allowDelete: true in the controller's chart, or use deletionPolicy: Retain"
 
 var _ admission.Validator[*ohmlabv1alpha1.VaultSeed] = &Validator{}
 
@@ -114,6 +133,9 @@ func (v *Validator) validate(ctx context.Context, seed, old *ohmlabv1alpha1.Vaul
 	var warnings admission.Warnings
 	for _, w := range verdict.Warnings {
 		warnings = append(warnings, w.String())
+	}
+	if seed.Spec.DeletionPolicy == ohmlabv1alpha1.DeletionPolicyDelete && !v.AllowDelete {
+		warnings = append(warnings, deleteNotAllowed)
 	}
 	if !verdict.Valid() {
 		return warnings, errors.New(verdict.Message())

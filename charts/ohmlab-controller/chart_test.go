@@ -20,6 +20,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -77,6 +78,7 @@ func processObjects(process string, withMonitoring bool) []string {
 		"ConfigMap/" + ns + "/" + p + "-config",
 		"ConfigMap/" + ns + "/" + fullname + "-dashboard",
 		"Deployment/" + ns + "/" + p,
+		"PodDisruptionBudget/" + ns + "/" + p,
 		"Role/" + ns + "/" + fullname + "-vault-leader-election",
 		"RoleBinding/" + ns + "/" + fullname + "-vault-leader-election",
 		"ClusterRole/" + fullname + "-vault-crds",
@@ -180,7 +182,7 @@ func checkDeployment(t *testing.T, objs []unstructured.Unstructured, process str
 		t.Fatalf("%d containers, want 1", len(pod.Containers))
 	}
 	c := pod.Containers[0]
-	if c.Image != "ghcr.io/ohmlab/ohmlab-controller:0.1.0" {
+	if c.Image != "ghcr.io/ohmlab/ohmlab-controller:"+release(t) {
 		t.Errorf("image = %q", c.Image)
 	}
 	if diff := cmp.Diff([]string{"/ohmlab-controller"}, c.Command); diff != "" {
@@ -305,18 +307,16 @@ func checkDeployment(t *testing.T, objs []unstructured.Unstructured, process str
 func checkRBAC(t *testing.T, objs []unstructured.Unstructured, sa, leaseNamespace string) {
 	t.Helper()
 	subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: ns}}
-	eventRules := []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
-		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+	wantObjectRules := []rbacv1.PolicyRule{
+		{APIGroups: []string{"ohmlab.fr"}, Resources: []string{"vaultseeds"}, Verbs: []string{"list", "watch", "patch"}},
+		{APIGroups: []string{"ohmlab.fr"}, Resources: []string{"vaultseeds/status"}, Verbs: []string{"patch"}},
+		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create"}},
 	}
-	wantObjectRules := append([]rbacv1.PolicyRule{
-		{APIGroups: []string{"ohmlab.fr"}, Resources: []string{"vaultseeds"}, Verbs: []string{"get", "list", "watch", "update", "patch"}},
-		{APIGroups: []string{"ohmlab.fr"}, Resources: []string{"vaultseeds/status"}, Verbs: []string{"get", "update", "patch"}},
-		{APIGroups: []string{"ohmlab.fr"}, Resources: []string{"vaultseeds/finalizers"}, Verbs: []string{"update"}},
-	}, eventRules...)
-	wantLeaseRules := append([]rbacv1.PolicyRule{
-		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
-	}, eventRules...)
+	wantLeaseRules := []rbacv1.PolicyRule{
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{"ohmlab-controller-vault"}, Verbs: []string{"get", "update"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
+	}
 
 	roles := map[string][]rbacv1.PolicyRule{}
 	for _, o := range charttest.Filter(objs, "Role") {
@@ -856,6 +856,34 @@ func metricNames(expr string) []string {
 	return out
 }
 
+// TestAvailability: two replicas and a PodDisruptionBudget by default, so that a drain or a
+// restart leaves one replica answering admissions; none with one replica, where minAvailable 1
+// would block every drain.
+func TestAvailability(t *testing.T) {
+	objs := render(t, vaultOn)
+	var d appsv1.Deployment
+	charttest.Convert(t, mustFind(t, objs, "Deployment", ns, fullname+"-vault"), &d)
+	if *d.Spec.Replicas != 2 {
+		t.Errorf("replicas = %d, want 2", *d.Spec.Replicas)
+	}
+	var pdb policyv1.PodDisruptionBudget
+	charttest.Convert(t, mustFind(t, objs, "PodDisruptionBudget", ns, fullname+"-vault"), &pdb)
+	if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 1 || pdb.Spec.MaxUnavailable != nil {
+		t.Errorf("PodDisruptionBudget spec %+v, want minAvailable 1", pdb.Spec)
+	}
+	sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+	if err != nil || sel.Empty() || !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+		t.Errorf("PodDisruptionBudget selector %v does not select the process's pods", pdb.Spec.Selector)
+	}
+	grouped := render(t, vaultOn+"deployments: {all: [vault, harbor]}\n")
+	mustFind(t, grouped, "PodDisruptionBudget", ns, fullname+"-all")
+	for _, values := range []string{vaultOn + "replicas: 1\n", vaultOn + "podDisruptionBudget: {enabled: false}\n"} {
+		if n := len(charttest.Filter(render(t, values), "PodDisruptionBudget")); n != 0 {
+			t.Errorf("%d PodDisruptionBudgets with %q", n, values)
+		}
+	}
+}
+
 func TestBadValuesFail(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -938,6 +966,11 @@ func TestBadValuesFail(t *testing.T) {
 			want:   []string{"values don't meet the specifications of the schema", "resyncPeriod"},
 		},
 		{
+			name:   "network policy without the API server's CIDRs",
+			values: vaultOn + "networkPolicy: {enabled: true}\n",
+			want:   []string{"networkPolicy.apiServer.cidrs: required with networkPolicy.enabled", "does not open ports 443/6443 to any address"},
+		},
+		{
 			name:   "root user",
 			values: "securityContext: {runAsUser: 0}\n",
 			want:   []string{"values don't meet the specifications of the schema", "runAsUser"},
@@ -987,7 +1020,7 @@ func TestCRD(t *testing.T) {
 		want   map[string]string
 	}{
 		{name: "defaults", values: "{}", want: map[string]string{
-			"ohmlab.fr/revision": "0.1.0", "argocd.argoproj.io/sync-wave": "-10", "helm.sh/resource-policy": "keep",
+			"ohmlab.fr/revision": release(t), "argocd.argoproj.io/sync-wave": "-10", "helm.sh/resource-policy": "keep",
 			"controller-gen.kubebuilder.io/version": "v0.23.0",
 		}},
 		{name: "not kept, pinned revision", values: "crds: {keep: false, revision: 0123abc}", want: map[string]string{

@@ -48,15 +48,12 @@ func readPolicy(t *testing.T, name string) map[string][]string {
 }
 
 func TestVaultPolicy(t *testing.T) {
-	rw := []string{"create", "patch", "read", "update"}
+	data, metadata := []string{"read", "update"}, []string{"create", "patch"}
 	want := map[string][]string{
-		"ohmlab/data/platforms/+/+/*":     rw,
-		"ohmlab/metadata/platforms/+/+/*": rw,
-		"secret/data/platforms/+/+/*":     rw,
-		"secret/metadata/platforms/+/+/*": rw,
-		"auth/token/lookup-self":          {"read"},
-		"auth/token/renew-self":           {"update"},
-		"auth/token/revoke-self":          {"update"},
+		"ohmlab/data/platforms/+/+/*":     data,
+		"ohmlab/metadata/platforms/+/+/*": metadata,
+		"secret/data/platforms/+/+/*":     data,
+		"secret/metadata/platforms/+/+/*": metadata,
 	}
 	policy := readPolicy(t, "policy.hcl")
 	if diff := cmp.Diff(want, policy); diff != "" {

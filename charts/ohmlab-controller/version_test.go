@@ -17,12 +17,18 @@ import (
 // default image tag and the CRD's ohmlab.fr/revision, which the controller
 // compares with its build (OhmlabCRDRevisionMismatch), all carry it.
 // `make verify` runs it.
-func TestOneVersion(t *testing.T) {
+// release is the VERSION file's release.
+func release(t testing.TB) string {
+	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(charttest.RepoRoot(), "VERSION"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	version := strings.TrimSpace(string(raw))
+	return strings.TrimSpace(string(raw))
+}
+
+func TestOneVersion(t *testing.T) {
+	version := release(t)
 	if version == "" {
 		t.Fatal("VERSION is empty")
 	}

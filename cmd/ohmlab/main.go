@@ -2,6 +2,7 @@
 // verdict the controller's admission webhook gives at apply time:
 //
 //	ohmlab validate [--output text|json] -|FILE|DIR...
+//	ohmlab plan [--output text|json] -|FILE|DIR...
 //	ohmlab version
 //
 // For example, over a rendered chart:
@@ -31,6 +32,9 @@ const usage = `Usage:
   ohmlab validate [--output text|json] -|FILE|DIR...
                   check VaultSeed objects in a YAML stream ("-" is standard input),
                   files, and directories (their .yaml and .yml files, recursively)
+  ohmlab plan [--output text|json] [--token-file FILE] -|FILE|DIR...
+                  validate them, then print what the controller would do to their
+                  Vault paths, reading only (ohmlab plan --help)
   ohmlab version  print the version and source revision
 `
 
@@ -47,6 +51,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "validate":
 		return runValidate(args[1:], stdin, stdout, stderr)
+	case "plan":
+		return runPlan(args[1:], stdin, stdout, stderr)
 	case "version":
 		if len(args) > 1 {
 			fmt.Fprint(stderr, usage)

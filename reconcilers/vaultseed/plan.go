@@ -181,7 +181,7 @@ func plan(d Desired, o Observed, g templating.Generator) (Plan, error) {
 
 	if path.Deleted {
 		return hold(d, path, OutcomeStop, ohmlabv1alpha1.ReasonPathDeleted,
-			fmt.Sprintf("the latest version (%d) of the path is deleted: undelete it (vault kv undelete -versions=%d), or delete the path's metadata (vault kv metadata delete) to have it created anew", path.Version, path.Version)), nil
+			fmt.Sprintf("the latest version (%d) of the path is deleted: undelete it (vault kv undelete -versions=%d %s), or delete the path's metadata (vault kv metadata delete %s) to have it created anew", path.Version, path.Version, d.Analysis.Path, d.Analysis.Path)), nil
 	}
 
 	refs, pending := resolveRefs(d.Analysis, o.Refs)

@@ -902,14 +902,14 @@ func TestPlanStop(t *testing.T) {
 			data:   keycloak(),
 			path:   &vaultkv.Secret{Exists: true, Deleted: true, Version: 9, CustomMetadata: md(ownerKey, testOwner)},
 			reason: ohmlabv1alpha1.ReasonPathDeleted,
-			want:   "the latest version (9) of the path is deleted: undelete it (vault kv undelete -versions=9), or delete the path's metadata (vault kv metadata delete) to have it created anew",
+			want:   "the latest version (9) of the path is deleted: undelete it (vault kv undelete -versions=9 " + ownPath + "), or delete the path's metadata (vault kv metadata delete " + ownPath + ") to have it created anew",
 		},
 		{
 			name:   "latest version deleted on an unowned path: stop before adopting",
 			data:   keycloak(),
 			path:   &vaultkv.Secret{Exists: true, Deleted: true, Version: 2},
 			reason: ohmlabv1alpha1.ReasonPathDeleted,
-			want:   "the latest version (2) of the path is deleted: undelete it (vault kv undelete -versions=2), or delete the path's metadata (vault kv metadata delete) to have it created anew",
+			want:   "the latest version (2) of the path is deleted: undelete it (vault kv undelete -versions=2 " + ownPath + "), or delete the path's metadata (vault kv metadata delete " + ownPath + ") to have it created anew",
 		},
 		{
 			name:   "owned by another takes precedence over a pending reference",

@@ -34,13 +34,6 @@ import (
 	"github.com/ohmlab/ohmlab-controller/vaultkv"
 )
 
-// +kubebuilder:rbac:groups=ohmlab.fr,resources=vaultseeds,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=ohmlab.fr,resources=vaultseeds/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=ohmlab.fr,resources=vaultseeds/finalizers,verbs=update
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get,resourceNames=vaultseeds.ohmlab.fr
-
 const (
 	// maxCASAttempts bounds how often one reconcile reads and plans again
 	// after a check-and-set conflict before it backs off.
@@ -161,11 +154,15 @@ func (r *Reconciler) Reconcile(parent context.Context, req ctrl.Request) (ctrl.R
 // desired is what the object declares, with the managed keys of its status,
 // or of a status write that failed since (unreported).
 func (r *Reconciler) desired(seed *ohmlabv1alpha1.VaultSeed, analysis templating.Analysis) Desired {
+	return desiredOf(seed, analysis, r.managed(seed))
+}
+
+// desiredOf is what the object declares, with the given managed keys.
+func desiredOf(seed *ohmlabv1alpha1.VaultSeed, analysis templating.Analysis, managed []ohmlabv1alpha1.ManagedKey) Desired {
 	d := Desired{Owner: seeds.Owner(seed), Analysis: analysis, Prune: seed.Spec.Prune}
 	if seed.Spec.Rotate != nil {
 		d.RotationToken = seed.Spec.Rotate.Token
 	}
-	managed := r.managed(seed)
 	d.WrittenAt = make(map[string]int, len(managed))
 	for _, m := range managed {
 		d.ManagedKeys = append(d.ManagedKeys, m.Key)
@@ -197,15 +194,14 @@ func (r *Reconciler) sync(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed) (
 	if ring != "" {
 		return outcome{result: stalledResult(ohmlabv1alpha1.ReasonRefCycle, ring)}, nil
 	}
-	if seed.Spec.DeletionPolicy == ohmlabv1alpha1.DeletionPolicyDelete && !r.AllowDelete {
-		return outcome{result: stalledResult(ohmlabv1alpha1.ReasonForbidden,
-			"deletionPolicy Delete is not allowed: the controller's chart must set targets.vault.allowDelete: true")}, nil
+	if res, refused := deleteRefused(seed, r.AllowDelete); refused {
+		return outcome{result: res}, nil
 	}
 	desired := r.desired(seed, analysis)
 	gen := r.Generator
 	gen.Dry = r.ObserveOnly
 	for range maxCASAttempts {
-		observed, err := r.observe(ctx, seed.Spec.Path, analysis.RefPaths, desired)
+		observed, err := observeVault(ctx, r.sources.reader(r.KV, seed.Spec.Path, func() { r.notifyDependents(ctx, seed.Spec.Path) }), seed.Spec.Path, analysis.RefPaths, desired)
 		if err != nil {
 			return backendOutcome(err), nil
 		}
@@ -249,8 +245,8 @@ type inFlight struct {
 }
 
 // landed reports a data write whose answer was lost when the path shows it
-// landed: the version after the one it named holds exactly the tree it
-// wrote. Its event, metric and managed keys are then recorded as if the
+// landed: the version after the one it named (read again when someone wrote
+// since) holds exactly the tree it wrote. Its event, metric and managed keys are then recorded as if the
 // answer had come (issue 12, item 4). It says whether it did.
 func (r *Reconciler) landed(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, path *vaultkv.Secret) bool {
 	key := client.ObjectKeyFromObject(seed)
@@ -259,13 +255,25 @@ func (r *Reconciler) landed(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed,
 		return false
 	}
 	p := v.(inFlight).plan
-	if !path.Exists || path.Deleted || path.Version != p.CAS+1 || !sameTree(path.Data, p.Data) {
+	if !path.Exists || path.Version <= p.CAS {
+		return false
+	}
+	written := path
+	if path.Version > p.CAS+1 {
+		// Someone wrote after it: the version it would have made tells.
+		var err error
+		if written, err = r.KV.ReadVersion(ctx, seed.Spec.Path, p.CAS+1); err != nil {
+			ctrl.LoggerFrom(ctx).Info("cannot tell whether a write whose answer was lost landed", "path", seed.Spec.Path, "version", p.CAS+1, "reason", err.Error())
+			return false
+		}
+	}
+	if !written.Exists || written.Deleted || !sameTree(written.Data, p.Data) {
 		return false
 	}
 	r.Metrics.DataWrites.WithLabelValues(r.Target, seed.Namespace, seed.Name).Inc()
-	r.Recorder.Eventf(seed, nil, corev1.EventTypeNormal, eventReason(p), "Write", "%s (KV version %d)", p.Summary(), path.Version)
-	ctrl.LoggerFrom(ctx).Info("a write whose answer was lost had landed", "path", seed.Spec.Path, "changes", p.Summary(), "version", path.Version)
-	r.unreported.Store(key, unreported{managedKeys: managedStatus(p, r.managed(seed), true, path.Version)})
+	r.Recorder.Eventf(seed, nil, corev1.EventTypeNormal, eventReason(p), "Write", "%s (KV version %d)", p.Summary(), written.Version)
+	ctrl.LoggerFrom(ctx).Info("a write whose answer was lost had landed", "path", seed.Spec.Path, "changes", p.Summary(), "version", written.Version)
+	r.unreported.Store(key, unreported{managedKeys: managedStatus(p, r.managed(seed), true, written.Version)})
 	r.notifyDependents(ctx, seed.Spec.Path)
 	return true
 }
@@ -309,25 +317,38 @@ func observeOnlyOutcome(p Plan, version int) outcome {
 		drifted: &yes, driftMessage: summary, finished: true}, plan: &p, version: version}
 }
 
-// observe reads the path (always from Vault), every path it references
-// (one read per path and resync period, through r.sources), and the
-// versions a prune compares with (only when one is planned).
-func (r *Reconciler) observe(ctx context.Context, path string, refPaths []string, d Desired) (Observed, error) {
-	own, err := r.KV.Read(ctx, path)
+// KVReader is the part of vaultkv.KV that observing needs: reads only
+// (Preview takes nothing more, so it cannot write).
+type KVReader interface {
+	Read(ctx context.Context, path string) (*vaultkv.Secret, error)
+	ReadVersion(ctx context.Context, path string, version int) (*vaultkv.Secret, error)
+}
+
+// deleteRefused is the stall of an object asking for deletionPolicy Delete
+// on a target that does not allow it (product document, "Deletion").
+func deleteRefused(seed *ohmlabv1alpha1.VaultSeed, allowDelete bool) (result, bool) {
+	if seed.Spec.DeletionPolicy != ohmlabv1alpha1.DeletionPolicyDelete || allowDelete {
+		return result{}, false
+	}
+	return stalledResult(ohmlabv1alpha1.ReasonForbidden,
+		"deletionPolicy Delete is not allowed: the controller's chart must set targets.vault.allowDelete: true"), true
+}
+
+// observeVault reads the path and every path it references, one request each,
+// and the versions a prune compares with (only when one is planned).
+func observeVault(ctx context.Context, kv KVReader, path string, refPaths []string, d Desired) (Observed, error) {
+	own, err := kv.Read(ctx, path)
 	if err != nil {
 		return Observed{}, err
 	}
-	if r.sources.put(path, own) {
-		r.notifyDependents(ctx, path)
-	}
 	o := Observed{Path: own, Refs: make(map[string]*vaultkv.Secret, len(refPaths)), Written: map[int]*vaultkv.Secret{own.Version: own}}
 	for _, p := range refPaths {
-		if o.Refs[p], err = r.sources.read(ctx, r.KV, p); err != nil {
+		if o.Refs[p], err = kv.Read(ctx, p); err != nil {
 			return Observed{}, err
 		}
 	}
 	for _, v := range pruneReads(d, own) {
-		if o.Written[v], err = r.KV.ReadVersion(ctx, path, v); err != nil {
+		if o.Written[v], err = kv.ReadVersion(ctx, path, v); err != nil {
 			return Observed{}, err
 		}
 	}

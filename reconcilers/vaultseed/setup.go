@@ -110,13 +110,19 @@ func (r *Reconciler) cycle(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, 
 		other, _ := seeds.Object(o)
 		objs = append(objs, other)
 	}
-	owner := seeds.Owner(seed)
-	for _, p := range templating.AnalyseSet(objs) {
+	return ringThrough(templating.AnalyseSet(objs), seeds.Owner(seed)), nil
+}
+
+// ringThrough returns the message of the reference cycle through the object
+// owner ("<namespace>/<name>") among the problems of templating.AnalyseSet,
+// or "".
+func ringThrough(set []templating.Problem, owner string) string {
+	for _, p := range set {
 		if p.Reason == templating.ReasonRefCycle && p.Object == owner {
-			return p.Message, nil
+			return p.Message
 		}
 	}
-	return "", nil
+	return ""
 }
 
 // deferAfterStart reports whether the first reconcile of seed in this

@@ -42,7 +42,7 @@ func newSources(ttl time.Duration, now func() time.Time) *sources {
 
 // read returns path from a fresh entry, or reads it from Vault and records
 // the read.
-func (s *sources) read(ctx context.Context, kv vaultkv.KV, path string) (*vaultkv.Secret, error) {
+func (s *sources) read(ctx context.Context, kv KVReader, path string) (*vaultkv.Secret, error) {
 	if s == nil {
 		return kv.Read(ctx, path)
 	}
@@ -112,4 +112,29 @@ func (s *sources) sweep(now time.Time) {
 			delete(s.entries, p)
 		}
 	}
+}
+
+// reader returns kv with the reads of paths other than own served through
+// s; a read of own goes to Vault and refreshes its entry, calling changed
+// when the entry held an older version.
+func (s *sources) reader(kv KVReader, own string, changed func()) KVReader {
+	return sourcedReader{KVReader: kv, s: s, own: own, changed: changed}
+}
+
+type sourcedReader struct {
+	KVReader
+	s       *sources
+	own     string
+	changed func()
+}
+
+func (r sourcedReader) Read(ctx context.Context, path string) (*vaultkv.Secret, error) {
+	if path != r.own {
+		return r.s.read(ctx, r.KVReader, path)
+	}
+	secret, err := r.KVReader.Read(ctx, path)
+	if err == nil && r.s.put(path, secret) {
+		r.changed()
+	}
+	return secret, err
 }

@@ -105,7 +105,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	// The chart's lease duration (15 s), not the tests' quick 4 s: a
 	// loaded machine must not make the controller lose its Lease.
 	env, err := e2e.Start(ctx, e2e.Options{Dir: dir, Resync: cfg.resync, ControllerBin: cfg.controller, Log: os.Stderr, ControllerLog: logFile,
-		LeaseDuration: 15 * time.Second})
+		Values: map[string]any{"targets": map[string]any{"vault": map[string]any{"leaderElection": map[string]any{"leaseDuration": "15s"}}}}})
 	if err != nil {
 		return err
 	}

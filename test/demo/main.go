@@ -96,6 +96,8 @@ func run(ctx context.Context, resync time.Duration, exit bool) error {
 		"export KUBECONFIG=" + kubeconfig,
 		"export VAULT_ADDR=" + env.Vault.Addr,
 		"export VAULT_TOKEN=" + harness.VaultRootToken,
+		"# the controller's own identity (the chart's ServiceAccount): kubectl --kubeconfig $CONTROLLER_KUBECONFIG auth can-i --list -n " + e2e.SeedNamespace,
+		"export CONTROLLER_KUBECONFIG=" + env.Kubeconfig,
 		"export VAULT_UNSEAL_KEY=" + env.Vault.UnsealKey() + "   # after vault operator seal: vault operator unseal $VAULT_UNSEAL_KEY",
 		"export PATH=" + filepath.Join(root, "bin") + ":" + filepath.Join(root, "bin", "k8s") + ":$PATH",
 	}

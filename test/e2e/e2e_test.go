@@ -11,10 +11,11 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
 	"github.com/ohmlab/ohmlab-controller/test/harness"
 )
 
@@ -192,36 +193,66 @@ func TestProcessServesMetricsAndProbes(t *testing.T) {
 	}).WithTimeout(5 * time.Second).Should(Equal([]int{200, 200}))
 }
 
-// TestOnlyTheLeaseHolderWrites runs two processes with the same
-// configuration: one holds the Lease and writes; killing it hands over.
-func TestOnlyTheLeaseHolderWrites(t *testing.T) {
+// TestReplicas runs two replicas of the chart's Deployment: only the Lease
+// holder writes, every replica answers admissions through the webhook
+// Service, and killing either keeps admissions answered while reconciles
+// go on (after a hand-over when the holder dies). The API server keeps its
+// connection to one replica while it lives, as through kube-proxy.
+func TestReplicas(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	env := startEnv(t, time.Minute)
 	first := startController(t, env)
-	lease := &coordinationv1.Lease{}
-	g.Eventually(func() error {
-		return env.CP.Client.Get(ctx, client.ObjectKey{Namespace: ControllerNamespace, Name: "ohmlab-controller-vault"}, lease)
-	}).WithTimeout(20 * time.Second).Should(Succeed())
+	g.Eventually(func() error { _, err := env.lease(ctx); return err }).WithTimeout(20 * time.Second).Should(Succeed())
 	second := startController(t, env)
+	g.Expect(env.Network.Backends(env.WebhookService)).To(ConsistOf(first.WebhookAddr, second.WebhookAddr))
 
 	out, err := env.Apply(ctx, Keycloak)
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	g.Expect(env.WaitReady(ctx, Keycloak)).To(Succeed())
 	g.Expect(first.Logs()).To(ContainSubstring("wrote the path"))
 	g.Expect(second.Logs()).NotTo(ContainSubstring("wrote the path"))
-
-	first.Kill()
-	killed := time.Now()
-	// The webhook configuration points at the first process only (a
-	// Service would select every replica): remove it for the hand-over.
-	out, err = env.Kubectl(ctx, "delete", "validatingwebhookconfigurations", "--all")
-	g.Expect(err).NotTo(HaveOccurred(), out)
+	refused := func() {
+		t.Helper()
+		out, err := env.Apply(ctx, Broken)
+		g.Expect(err).To(HaveOccurred())
+		g.Expect(out).To(ContainSubstring("denied the request"), "the webhook answers")
+		g.Expect(out).To(ContainSubstring("smtp.password"))
+	}
+	refused()
+	// Killing the replica that does not hold the Lease changes nothing.
+	second.Kill()
+	refused()
 	out, err = env.Apply(ctx, Grafana)
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	g.Expect(env.WaitReady(ctx, Grafana)).To(Succeed())
-	t.Logf("hand-over and reconcile took %s (lease duration 4s)", time.Since(killed).Round(100*time.Millisecond))
-	g.Expect(second.Logs()).To(ContainSubstring("wrote the path"))
+
+	// Killing the holder: the other replica answers at once, and takes the
+	// Lease over once it expires.
+	third := startController(t, env)
+	before, err := env.lease(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	first.Kill()
+	killed := time.Now()
+	refused()
+	seed := &ohmlabv1alpha1.VaultSeed{
+		ObjectMeta: metav1.ObjectMeta{Namespace: SeedNamespace, Name: "after-hand-over"},
+		Spec: ohmlabv1alpha1.VaultSeedSpec{
+			Path: "ohmlab/platforms/production/core/after-hand-over",
+			Data: &apiextensionsv1.JSON{Raw: []byte(`{"token":"<random:16>"}`)},
+		},
+	}
+	g.Expect(env.CP.Client.Create(ctx, seed)).To(Succeed())
+	g.Expect(env.WaitReady(ctx, Sample{Name: seed.Name})).To(Succeed())
+	after, err := env.lease(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(*after.Spec.HolderIdentity).NotTo(Equal(*before.Spec.HolderIdentity))
+	g.Expect(third.Logs()).To(ContainSubstring("wrote the path"))
+	// The replica that never held the Lease answered those admissions.
+	_, body := httpGet(ctx, "http://"+third.MetricsAddr+"/metrics")
+	g.Expect(body).To(MatchRegexp(`controller_runtime_webhook_requests_total\{code="200",webhook="/validate-ohmlab-fr-v1alpha1-vaultseed"\} [1-9]`))
+	t.Logf("the Lease changed hands %s after the kill (lease duration %s); the new object was Ready %s after it",
+		after.Spec.AcquireTime.Sub(killed).Round(100*time.Millisecond), LeaseDuration, time.Since(killed).Round(100*time.Millisecond))
 }
 
 // TestConfigErrorsStopTheProcess checks that a bad configuration exits

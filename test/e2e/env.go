@@ -1,8 +1,15 @@
 // Package e2e runs the whole product on loopback, through the built
-// binaries: a control plane with the CRD and the admission webhook, a Vault
-// dev server with the chart's policy and a Kubernetes-auth role, and the
-// ohmlab-controller process logging in with a projected-like token. `make
-// demo` (test/demo) and the end-to-end tests share it.
+// binaries, as the chart deploys it: the chart's rendered objects (CRD,
+// ServiceAccount, RBAC, ConfigMap, Service, webhook configuration) are
+// installed into a real control plane, Vault gets the chart's policy and a
+// Kubernetes-auth role for the chart's ServiceAccount, and the
+// ohmlab-controller process runs as that ServiceAccount (a TokenRequest
+// token, never the admin), with the ConfigMap's config.yaml, the projected
+// Vault token at the path the Deployment mounts, and the webhook's serving
+// certificate from the Secret the chart's Certificate names. The API server
+// reaches the webhook through the rendered Service (see
+// docs/webhook-routing.md). `make demo` (test/demo) and the end-to-end tests
+// share it.
 package e2e
 
 import (
@@ -11,17 +18,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/yaml"
-
+	"github.com/ohmlab/ohmlab-controller/charts/charttest"
 	"github.com/ohmlab/ohmlab-controller/templating"
 	"github.com/ohmlab/ohmlab-controller/test/harness"
 )
@@ -30,20 +33,19 @@ import (
 const (
 	SeedNamespace       = "vault-operator-system"
 	ControllerNamespace = "ohmlab-system"
-	ServiceAccount      = "ohmlab-controller-vault"
 	VaultRole           = "ohmlab-controller"
 	VaultPolicy         = "ohmlab-controller"
-	Audience            = "vault"
-	// tokenTTL and tokenRefresh mimic the kubelet's projected token: ten
-	// minutes, replaced at 80 % of its life.
-	tokenTTL     = 10 * time.Minute
-	tokenRefresh = 8 * time.Minute
+	// LeaseName is the Vault target's Lease, in ControllerNamespace.
+	LeaseName = "ohmlab-controller-vault"
+	// LeaseDuration is the Lease duration the environment installs the
+	// chart with (targets.vault.leaderElection.leaseDuration).
+	LeaseDuration = 4 * time.Second
 )
 
 // Options configure an environment.
 type Options struct {
-	// Dir holds the files the environment writes (kubeconfig copy, token,
-	// controller config). Required.
+	// Dir holds the files the environment writes (kubeconfig, tokens,
+	// configuration, certificates). Required.
 	Dir string
 	// Resync is the controller's resync period.
 	Resync time.Duration
@@ -51,66 +53,141 @@ type Options struct {
 	ControllerBin string
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
-	// ControllerLog, when set, also receives what the controller prints.
+	// ControllerLog, when set, also receives what the controllers print.
 	ControllerLog io.Writer
-	// LeaseDuration is the controller's leaderElection.leaseDuration; 0
-	// means 4s, for quick hand-overs in tests.
-	LeaseDuration time.Duration
+	// Values are chart values merged over the environment's own (a nested
+	// map, as a values file).
+	Values map[string]any
+	// ControllerEnv are extra environment variables of every controller
+	// process (KEY=value).
+	ControllerEnv []string
+	// CRDDirectories are installed with the ohmlab CRD (cert-manager's).
+	CRDDirectories []string
+	// CertManager, when set, is started once the control plane runs, before
+	// the chart's objects are installed; then every rendered object is
+	// installed (Issuers and Certificates too) and the webhook's serving
+	// certificate and caBundle are left to it. Unset, the environment plays
+	// cert-manager itself: a CA made for the run signs a serving certificate
+	// for the Certificate's dnsNames into its Secret, and the CA is written
+	// into the webhook configuration's caBundle, as cainjector would.
+	CertManager func(ctx context.Context, cp *harness.ControlPlane) error
+	// Vault, when set, is configured and used instead of a dev server (for
+	// example the Vault of a harness.FileVault); Stop stops it. The
+	// controller's address stays Vault.Addr unless Values set
+	// targets.vault.backend.address (for example a proxy).
+	Vault *harness.Vault
 }
 
 // Env is a running environment.
 type Env struct {
-	opts      Options
-	CP        *harness.ControlPlane
-	Vault     *harness.Vault
-	webhooks  *envtest.WebhookInstallOptions
+	opts    Options
+	CP      *harness.ControlPlane
+	Vault   *harness.Vault
+	Network *harness.ServiceNetwork
+	// Objects are the chart's rendered objects, in install order.
+	Objects []Object
+	// Chart is what the environment took from the rendered objects.
+	Chart ChartFacts
+	// WebhookService is the webhook Service's address (ClusterIP:port).
+	WebhookService string
+	// TokenFile is the projected Vault token file, on the host; the
+	// controller sees it at Chart.VaultTokenMount.
 	TokenFile string
-	Config    string
-	cancel    context.CancelFunc
-	refresher sync.WaitGroup
-	started   int // controllers started
+	// Kubeconfig authenticates as the chart's ServiceAccount.
+	Kubeconfig string
+	// Config is the ConfigMap's config.yaml, written to a file.
+	Config string
+	// CertDir holds the webhook Secret's tls.crt and tls.key, kept in step
+	// with the Secret as the kubelet does for a secret volume.
+	CertDir string
+
+	cancel  context.CancelFunc
+	bg      sync.WaitGroup
+	mu      sync.Mutex
+	started int // controllers started
 }
 
-// Start brings up the control plane (CRD, webhook configuration, the seed
-// and controller namespaces, the controller's ServiceAccount), Vault (KV v2
-// mount ohmlab, the chart's policy, Kubernetes auth with the controller's
-// role, audience vault) and keeps a token of the ServiceAccount fresh in a
-// file, like a projected volume. It does not start the controller.
-func Start(ctx context.Context, opts Options) (*Env, error) {
+// Start brings up the control plane, Vault and the service network,
+// installs the chart's objects, configures Vault for the chart's
+// ServiceAccount, and keeps the ServiceAccount's tokens and the webhook's
+// certificate files fresh. It does not start the controller.
+func Start(ctx context.Context, opts Options) (e *Env, err error) {
 	if opts.Log == nil {
 		opts.Log = io.Discard
 	}
-	e := &Env{opts: opts, webhooks: &envtest.WebhookInstallOptions{
-		Paths: []string{filepath.Join(harness.RepoRoot(), "config", "webhook")},
-	}}
-	var err error
-	e.logf("starting the control plane (kube-apiserver, etcd) with the VaultSeed CRD and webhook")
-	if e.CP, err = harness.StartControlPlane(harness.Options{Webhooks: e.webhooks}); err != nil {
-		return nil, err
+	e = &Env{opts: opts}
+	defer func() {
+		if err != nil {
+			e.Stop()
+			e = nil
+		}
+	}()
+	if e.Network, err = harness.NewServiceNetwork(); err != nil {
+		return e, err
 	}
-	if err := e.setup(ctx); err != nil {
-		e.Stop()
-		return nil, err
+	e.logf("starting the control plane (kube-apiserver, etcd), its Service traffic routed to local processes")
+	if e.CP, err = harness.StartControlPlane(harness.Options{Network: e.Network, CRDDirectories: opts.CRDDirectories}); err != nil {
+		return e, err
+	}
+	bg, cancel := context.WithCancel(context.Background())
+	e.cancel = cancel
+	if opts.CertManager != nil {
+		e.logf("starting cert-manager")
+		if err := opts.CertManager(bg, e.CP); err != nil {
+			return e, err
+		}
+	}
+	if e.Vault = opts.Vault; e.Vault == nil {
+		e.logf("starting vault server -dev (KV v2 mounts secret and ohmlab)")
+		if e.Vault, err = harness.StartVault(); err != nil {
+			return e, err
+		}
+	}
+	if err := e.installChart(ctx); err != nil {
+		return e, err
+	}
+	if err := e.setupVault(ctx); err != nil {
+		return e, err
+	}
+	if err := e.startVolumes(ctx, bg); err != nil {
+		return e, err
 	}
 	return e, nil
 }
 
-func (e *Env) setup(ctx context.Context) error {
-	var err error
-	e.logf("starting vault server -dev (KV v2 mounts secret and ohmlab)")
-	if e.Vault, err = harness.StartVault(); err != nil {
-		return err
-	}
-	for _, ns := range []string{SeedNamespace, ControllerNamespace} {
-		if err := e.CP.EnsureNamespace(ctx, ns); err != nil {
-			return err
+// values are the chart values of the environment: the Vault target on
+// loopback, quick hand-overs and resyncs.
+func (e *Env) values() map[string]any {
+	v := map[string]any{"targets": map[string]any{"vault": map[string]any{
+		"enabled":        true,
+		"namespaces":     []any{SeedNamespace},
+		"resyncPeriod":   e.opts.Resync.String(),
+		"leaderElection": map[string]any{"leaseDuration": LeaseDuration.String()},
+		"backend":        map[string]any{"address": e.Vault.Addr, "timeout": "2s"},
+	}}}
+	return mergeValues(v, e.opts.Values)
+}
+
+// mergeValues merges over into base, recursively for maps.
+func mergeValues(base, over map[string]any) map[string]any {
+	for k, v := range over {
+		if bm, ok := base[k].(map[string]any); ok {
+			if om, ok := v.(map[string]any); ok {
+				base[k] = mergeValues(bm, om)
+				continue
+			}
 		}
+		base[k] = v
 	}
-	if err := e.CP.EnsureServiceAccount(ctx, ControllerNamespace, ServiceAccount); err != nil {
-		return err
-	}
-	e.logf("configuring Vault: policy %s, Kubernetes auth role %s (ServiceAccount %s/%s, audience %s)", VaultPolicy, VaultRole, ControllerNamespace, ServiceAccount, Audience)
-	policy, err := os.ReadFile(filepath.Join(harness.RepoRoot(), "charts", "ohmlab-controller", "vault", "policy.hcl"))
+	return base
+}
+
+// setupVault writes the chart's Vault policy and a Kubernetes-auth role
+// bound to the chart's ServiceAccount, as vault-operator does.
+func (e *Env) setupVault(ctx context.Context) error {
+	e.logf("configuring Vault: policy %s (the chart's vault/policy.hcl), Kubernetes auth role %s (ServiceAccount %s/%s, audience %s)",
+		VaultPolicy, VaultRole, ControllerNamespace, e.Chart.ServiceAccount, e.Chart.VaultAudience)
+	policy, err := os.ReadFile(filepath.Join(charttest.ChartDir(), "vault", "policy.hcl"))
 	if err != nil {
 		return err
 	}
@@ -120,87 +197,17 @@ func (e *Env) setup(ctx context.Context) error {
 	if err := e.Vault.EnableKubernetesAuth(ctx, e.CP); err != nil {
 		return err
 	}
-	if err := e.Vault.WriteKubernetesRole(ctx, harness.KubernetesRole{
-		Name: VaultRole, ServiceAccount: ServiceAccount, Namespace: ControllerNamespace,
-		Audience: Audience, Policies: []string{VaultPolicy}, TTL: 15 * time.Minute,
-	}); err != nil {
-		return err
-	}
-	e.TokenFile = filepath.Join(e.opts.Dir, "vault-token", "token")
-	if err := e.refreshToken(ctx); err != nil {
-		return err
-	}
-	rctx, cancel := context.WithCancel(context.Background())
-	e.cancel = cancel
-	e.refresher.Add(1)
-	go func() {
-		defer e.refresher.Done()
-		t := time.NewTicker(tokenRefresh)
-		defer t.Stop()
-		for {
-			select {
-			case <-rctx.Done():
-				return
-			case <-t.C:
-				if err := e.refreshToken(rctx); err != nil && rctx.Err() == nil {
-					e.logf("refreshing the ServiceAccount token: %v", err)
-				}
-			}
-		}
-	}()
-	return e.writeConfig()
-}
-
-// refreshToken writes a new TokenRequest token (audience vault) to the
-// token file, atomically, as the kubelet does for a projected token.
-func (e *Env) refreshToken(ctx context.Context) error {
-	jwt, err := e.CP.ServiceAccountToken(ctx, ControllerNamespace, ServiceAccount, Audience, tokenTTL)
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(e.TokenFile), 0o700); err != nil {
-		return err
-	}
-	tmp := e.TokenFile + ".tmp"
-	if err := os.WriteFile(tmp, []byte(jwt), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, e.TokenFile)
-}
-
-// writeConfig writes the controller's configuration file, as the chart's
-// ConfigMap would hold it.
-func (e *Env) writeConfig() error {
-	lease := e.opts.LeaseDuration
-	if lease == 0 {
-		lease = 4 * time.Second
-	}
-	cfg := map[string]any{"targets": map[string]any{"vault": map[string]any{
-		"namespaces":     []string{SeedNamespace},
-		"resyncPeriod":   e.opts.Resync.String(),
-		"leaderElection": map[string]any{"namespace": ControllerNamespace, "leaseDuration": lease.String()},
-		"backend": map[string]any{
-			"address": e.Vault.Addr,
-			"timeout": "2s",
-			"auth": map[string]any{
-				"method": "kubernetes", "mount": harness.KubernetesAuthMount, "role": VaultRole,
-				"audience": Audience, "tokenFile": e.TokenFile,
-			},
-		},
-	}}}
-	data, err := yaml.Marshal(cfg)
-	if err != nil {
-		return err
-	}
-	e.Config = filepath.Join(e.opts.Dir, "config.yaml")
-	return os.WriteFile(e.Config, data, 0o600)
+	return e.Vault.WriteKubernetesRole(ctx, harness.KubernetesRole{
+		Name: VaultRole, ServiceAccount: e.Chart.ServiceAccount, Namespace: ControllerNamespace,
+		Audience: e.Chart.VaultAudience, Policies: []string{VaultPolicy}, TTL: 15 * time.Minute,
+	})
 }
 
 // Stop stops everything Start started.
 func (e *Env) Stop() {
 	if e.cancel != nil {
 		e.cancel()
-		e.refresher.Wait()
+		e.bg.Wait()
 	}
 	if e.Vault != nil {
 		e.Vault.Stop()
@@ -208,135 +215,51 @@ func (e *Env) Stop() {
 	if e.CP != nil {
 		_ = e.CP.Stop()
 	}
+	if e.Network != nil {
+		e.Network.Close()
+	}
 }
 
 func (e *Env) logf(format string, args ...any) {
 	fmt.Fprintf(e.opts.Log, "==> "+format+"\n", args...)
 }
 
-// Controller is a running ohmlab-controller process.
-type Controller struct {
-	cmd         *exec.Cmd
-	done        chan struct{}
-	logs        *lockedBuffer
-	MetricsAddr string
-	ProbeAddr   string
-}
-
-// StartController runs the controller binary with the environment's
-// configuration and webhook serving certificate, and waits until /readyz
-// answers 200. The webhook configuration calls the first controller
-// started; later ones serve the webhook on ports of their own.
-func (e *Env) StartController(ctx context.Context) (*Controller, error) {
-	webhookPort := e.webhooks.LocalServingPort
-	if e.started > 0 {
-		p, err := harness.FreePort()
-		if err != nil {
-			return nil, err
+// every runs f every period until ctx ends, logging its errors.
+func (e *Env) every(ctx context.Context, period time.Duration, what string, f func(context.Context) error) {
+	e.bg.Add(1)
+	go func() {
+		defer e.bg.Done()
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := f(ctx); err != nil && ctx.Err() == nil {
+					e.logf("%s: %v", what, err)
+				}
+			}
 		}
-		webhookPort = p
-	}
-	e.started++
-	metricsPort, err := harness.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	probePort, err := harness.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	c := &Controller{
-		MetricsAddr: fmt.Sprintf("127.0.0.1:%d", metricsPort),
-		ProbeAddr:   fmt.Sprintf("127.0.0.1:%d", probePort),
-		logs:        &lockedBuffer{},
-		done:        make(chan struct{}),
-	}
-	c.cmd = exec.Command(e.opts.ControllerBin,
-		"--config="+e.Config,
-		"--metrics-bind-address="+c.MetricsAddr,
-		"--health-probe-bind-address="+c.ProbeAddr,
-		fmt.Sprintf("--webhook-port=%d", webhookPort),
-		"--webhook-cert-dir="+e.webhooks.LocalServingCertDir,
-		"--graceful-shutdown-timeout=10s",
-	)
-	c.cmd.Env = append(os.Environ(), "KUBECONFIG="+e.CP.Kubeconfig, "POD_NAMESPACE="+ControllerNamespace)
-	var out io.Writer = c.logs
-	if e.opts.ControllerLog != nil {
-		out = io.MultiWriter(c.logs, e.opts.ControllerLog)
-	}
-	c.cmd.Stdout, c.cmd.Stderr = out, out
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := c.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", e.opts.ControllerBin, err)
-	}
-	go func() { _ = c.cmd.Wait(); close(c.done) }()
-	e.logf("started ohmlab-controller (pid %d), metrics on %s, probes on %s", c.cmd.Process.Pid, c.MetricsAddr, c.ProbeAddr)
-	if err := c.waitReady(ctx, 60*time.Second); err != nil {
-		c.Kill()
-		return nil, fmt.Errorf("%w\ncontroller logs:\n%s", err, c.Logs())
-	}
-	return c, nil
+	}()
 }
 
-func (c *Controller) waitReady(ctx context.Context, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		code, body := httpGet(ctx, "http://"+c.ProbeAddr+"/readyz?verbose=1")
-		if code == 200 {
-			return nil
-		}
-		select {
-		case <-c.done:
-			return errors.New("ohmlab-controller exited before it was ready")
-		case <-time.After(200 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("ohmlab-controller not ready after %s: /readyz answers %d %s", timeout, code, body)
-		}
+// writeAtomic writes a file as the kubelet updates a volume: readers see
+// the old or the new content, never a partial one.
+func writeAtomic(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
 	}
-}
-
-// Logs returns what the process printed.
-func (c *Controller) Logs() string { return c.logs.String() }
-
-// Stop sends SIGTERM and waits for the process to exit (killing it after
-// 30 s).
-func (c *Controller) Stop() {
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.done:
-	case <-time.After(30 * time.Second):
-		c.Kill()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
 	}
+	return os.Rename(tmp, path)
 }
 
-// Kill kills the process at once, as a crash or an OOM kill would.
-func (c *Controller) Kill() {
-	_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
-	<-c.done
-}
-
-// Done is closed when the process has exited.
-func (c *Controller) Done() <-chan struct{} { return c.done }
-
-// Exited says whether the process has exited.
-func (c *Controller) Exited() bool {
-	select {
-	case <-c.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// Kubectl runs the built kubectl against the control plane.
+// Kubectl runs the built kubectl against the control plane, as the admin.
 func (e *Env) Kubectl(ctx context.Context, args ...string) (string, error) {
-	bin, err := harness.Bin("k8s/kubectl")
-	if err != nil {
-		return "", err
-	}
-	out, err := exec.CommandContext(ctx, bin, append([]string{"--kubeconfig", e.CP.Kubeconfig}, args...)...).CombinedOutput()
-	return string(out), err
+	return e.kubectl(ctx, e.CP.Kubeconfig, args...)
 }
 
 // DescribePath returns the key names, KV version and owner marker of a
@@ -360,19 +283,4 @@ func (e *Env) DescribePath(ctx context.Context, path string) (string, error) {
 	return b.String(), nil
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+var errNotFound = errors.New("not found")

@@ -32,6 +32,7 @@ type ControlPlane struct {
 	// Kubeconfig is the path of a kubeconfig file for Config, for kubectl.
 	Kubeconfig string
 	dir        string
+	apiserver  *apiserverProcess // set by StopAPIServer
 }
 
 // Options change what StartControlPlane installs.
@@ -41,6 +42,12 @@ type Options struct {
 	// serving port and the certificate directory (LocalServingPort,
 	// LocalServingCertDir) that the webhook server must use.
 	Webhooks *envtest.WebhookInstallOptions
+	// Network, when set, carries the API server's connections to Services
+	// (webhooks) to local processes (its "cluster" egress selector).
+	Network *ServiceNetwork
+	// CRDDirectories are installed besides config/crd/bases (for example
+	// cert-manager's CRDs).
+	CRDDirectories []string
 }
 
 // StartControlPlane starts a control plane and installs config/crd/bases.
@@ -70,12 +77,19 @@ func StartControlPlane(opts Options) (*ControlPlane, error) {
 	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
+		CRDDirectoryPaths:     append([]string{filepath.Join(RepoRoot(), "config", "crd", "bases")}, opts.CRDDirectories...),
 		ErrorIfCRDPathMissing: true,
 		Scheme:                scheme,
 	}
 	if opts.Webhooks != nil {
 		env.WebhookInstallOptions = *opts.Webhooks
+	}
+	if opts.Network != nil {
+		path, err := opts.Network.EgressSelectorConfig()
+		if err != nil {
+			return nil, err
+		}
+		env.ControlPlane.GetAPIServer().Configure().Set("egress-selector-config-file", path)
 	}
 	cfg, err := env.Start()
 	if err != nil {
@@ -120,6 +134,7 @@ func (cp *ControlPlane) finish() error {
 
 // Stop stops the control plane and removes its files.
 func (cp *ControlPlane) Stop() error {
+	cp.stopRestartedAPIServer()
 	err := cp.Env.Stop()
 	if cp.dir != "" {
 		_ = os.RemoveAll(cp.dir)

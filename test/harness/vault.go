@@ -2,11 +2,14 @@ package harness
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"sync"
@@ -38,6 +41,9 @@ type Vault struct {
 	exited    chan struct{}
 	unsealKey string
 	log       *lockedBuffer
+	// restart, when set, replaces the dev server's start in Restart (a
+	// FileVault starts again on its storage).
+	restart func() error
 }
 
 // StartVault starts a dev server on a free loopback port pair (the server
@@ -166,16 +172,57 @@ func (v *Vault) Stop() {
 }
 
 // Restart stops the server and starts a fresh one on the same address,
-// with the same mounts and no data.
+// with the same mounts and no data (a FileVault keeps its data and comes
+// back unsealed, see FileVault.Restart).
 func (v *Vault) Restart() error {
 	v.Stop()
+	if v.restart != nil {
+		return v.restart()
+	}
 	return v.start()
 }
 
 // Pause stops the server process (SIGSTOP) without losing its data:
 // connections are accepted by the kernel but never answered, as with a
-// hung server. Resume continues it.
-func (v *Vault) Pause() error { return v.signal(syscall.SIGSTOP) }
+// hung server. It returns once every thread is stopped, so that no request
+// sent after it is answered. Resume continues it.
+func (v *Vault) Pause() error {
+	if err := v.signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	v.mu.Lock()
+	pid := v.cmd.Process.Pid
+	v.mu.Unlock()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if stopped(pid) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("vault (pid %d) did not stop within 5s of SIGSTOP", pid)
+		}
+	}
+}
+
+// stopped says whether every thread of the process is in the stopped state
+// ("T" in /proc/<pid>/task/<tid>/stat).
+func stopped(pid int) bool {
+	stats, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	if err != nil || len(stats) == 0 {
+		return false
+	}
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return false
+		}
+		// The state follows the command name, which is in parentheses.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
+			return false
+		}
+	}
+	return true
+}
 
 // Resume continues a paused server.
 func (v *Vault) Resume() error { return v.signal(syscall.SIGCONT) }

@@ -2,40 +2,33 @@
 #
 # KV v2 data and metadata under platforms/<platform>/<tier>/... of the system mount (ohmlab) and
 # of the instance's mount (secret), and nothing else: no identity, policies, auth methods,
-# mounts or other tokens. For other mount names, replace "ohmlab" and "secret" below (the
-# README's "Vault side" shows the template).
+# mounts, other tokens, not even its own token's lookup/renew (the controller logs in again
+# instead). For other mount names, replace "ohmlab" and "secret" below (the README's "Vault
+# side" shows the template).
 #
-#   data      read: observe a path (value, version, custom_metadata)
-#             create/update: write with check-and-set; patch: merge-patch keys
-#   metadata  read: owner marker and rotation token
-#             create/update/patch: record them (custom_metadata; creates no version)
+# Each capability is needed by one of the controller's calls (TestVaultPolicyIsMinimal removes
+# each in turn against a real Vault):
+#   data      read:   GET <mount>/data/<path>: observe a path (value, version, custom_metadata)
+#             update: POST <mount>/data/<path> with cas. The owner marker is written first, so
+#                     the path always exists (has metadata) when its data is written: never
+#                     create.
+#   metadata  patch:  PATCH <mount>/metadata/<path>: merge the owner marker and the rotation
+#                     token into custom_metadata
+#             create: POST <mount>/metadata/<path>: the same on a path that has no metadata yet
 # Deleting a path (deletionPolicy: Delete) needs policy-allow-delete.hcl as well.
 
 path "ohmlab/data/platforms/+/+/*" {
-  capabilities = ["read", "create", "update", "patch"]
+  capabilities = ["read", "update"]
 }
 
 path "ohmlab/metadata/platforms/+/+/*" {
-  capabilities = ["read", "create", "update", "patch"]
+  capabilities = ["create", "patch"]
 }
 
 path "secret/data/platforms/+/+/*" {
-  capabilities = ["read", "create", "update", "patch"]
+  capabilities = ["read", "update"]
 }
 
 path "secret/metadata/platforms/+/+/*" {
-  capabilities = ["read", "create", "update", "patch"]
-}
-
-# The controller's own token: the role sets token_no_default_policy, so these are granted here.
-path "auth/token/lookup-self" {
-  capabilities = ["read"]
-}
-
-path "auth/token/renew-self" {
-  capabilities = ["update"]
-}
-
-path "auth/token/revoke-self" {
-  capabilities = ["update"]
+  capabilities = ["create", "patch"]
 }

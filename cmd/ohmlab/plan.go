@@ -1,0 +1,324 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+	"github.com/ohmlab/ohmlab-controller/reconcilers/vaultseed"
+	"github.com/ohmlab/ohmlab-controller/vaultkv"
+)
+
+// Exit codes of `ohmlab plan`, in the manner of terraform plan
+// -detailed-exitcode.
+const (
+	planInSync  = 0 // a real run changes nothing and every object would be Ready
+	planError   = 1 // invalid objects, unreadable input or bad usage
+	planChanges = 2 // some object would change, wait or stall
+	planNoVault = 3 // Vault could not be read
+)
+
+const planUsage = `Usage:
+  ohmlab plan [--output text|json] [--token-file FILE] [--allow-delete] [--timeout D] -|FILE|DIR...
+
+Reads VaultSeed objects as "ohmlab validate" does ("-" is standard input, for
+example a rendered chart), gives them validate's verdict, then reads each
+object's path and its references' sources from Vault and runs the
+controller's planner, as its observe-only mode does. It only reads: no
+write, no metadata change. It prints one line per object with changes, in
+the form of the Drifted condition:
+
+  <namespace>/<name> <path>: 1 adopt, 1 create-field (webhook)
+
+then the objects that would wait (RefPending) or stall (OwnedByAnother,
+PathDeleted, InvalidSpec, Forbidden...) with their reason and what a real run
+would still write around the keys it holds back ("; would still write: ..."),
+and a total line. Values never appear, not even those of plain keys.
+
+An object with prune: true and no status.managedKeys (a rendered chart) plans
+no prune, and standard error says so: plan the live objects
+(kubectl get vaultseeds -A -o yaml | ohmlab plan -) to see what a real run
+prunes.
+
+Objects that reference each other's paths are planned in dependency order:
+a copy is planned against what its source's plan would write, as the
+controller converges ("; after <namespace>/<name>").
+
+Vault is named by the environment: VAULT_ADDR, VAULT_TOKEN (or --token-file),
+VAULT_CACERT. The token needs read on <mount>/data/<path> of every path and
+source; nothing more.
+
+Exit codes: 0 nothing to change, 2 changes (or objects that would wait or
+stall), 1 invalid objects or bad usage, 3 Vault could not be read (Vault's
+reason on standard error).
+
+Flags:
+`
+
+// planReport is what --output json prints.
+type planReport struct {
+	// Validation is the report of ohmlab validate --output json.
+	Validation json.RawMessage `json:"validation"`
+	Objects    []planObject    `json:"objects"`
+	Total      planTotal       `json:"total"`
+}
+
+type planObject struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Path      string `json:"path"`
+	// State is changes, in-sync, waits or stalls.
+	State string `json:"state"`
+	// Reason and Message are the Drifted condition's.
+	Reason  string       `json:"reason"`
+	Message string       `json:"message"`
+	Actions []planAction `json:"actions"`
+	// Writes sums what a real run would still write for an object that
+	// waits or stalls on some keys.
+	Writes string   `json:"writes,omitempty"`
+	After  []string `json:"after,omitempty"`
+}
+
+type planAction struct {
+	Action string `json:"action"`
+	Key    string `json:"key,omitempty"`
+}
+
+type planTotal struct {
+	Objects int            `json:"objects"`
+	Changes int            `json:"changes"`
+	Waits   int            `json:"waits"`
+	Stalls  int            `json:"stalls"`
+	InSync  int            `json:"inSync"`
+	Actions map[string]int `json:"actions"`
+}
+
+// States of planObject.
+const (
+	stateChanges = "changes"
+	stateInSync  = "in-sync"
+	stateWaits   = "waits"
+	stateStalls  = "stalls"
+)
+
+// runPlan is `ohmlab plan`.
+func runPlan(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("ohmlab plan", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	output := fs.String("output", "text", "output format: text or json")
+	tokenFile := fs.String("token-file", "", "file holding the Vault token (instead of VAULT_TOKEN)")
+	allowDelete := fs.Bool("allow-delete", false, "the target's targets.vault.allowDelete (without it deletionPolicy Delete stalls)")
+	timeout := fs.Duration("timeout", vaultkv.DefaultTimeout, "timeout of each Vault request")
+	// --help prints the whole usage on standard output; a bad flag gets
+	// flag's own error on standard error.
+	fs.Usage = func() {}
+	inputs, err := parseInterleaved(fs, args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, planUsage)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return planInSync
+	case err != nil:
+		fmt.Fprintln(stderr, "ohmlab plan: see ohmlab plan --help")
+		return planError
+	}
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "ohmlab plan: "+format+"\n", a...)
+		return planError
+	}
+	if *output != "text" && *output != "json" {
+		return fail("--output must be text or json")
+	}
+	if len(inputs) == 0 {
+		return fail("name the input: - for standard input, or files and directories")
+	}
+	var in []byte
+	for _, arg := range inputs {
+		if arg == stdinName {
+			var err error
+			if in, err = io.ReadAll(stdin); err != nil {
+				return fail("reading standard input: %v", err)
+			}
+			break
+		}
+	}
+	objs, err := readInputs(inputs, bytes.NewReader(in))
+	if err != nil {
+		return fail("%v", err)
+	}
+	// validate's own command gives the verdict, so that plan refuses
+	// exactly what validate refuses, with its lines.
+	var verdict bytes.Buffer
+	vargs := append([]string{"--output", *output, "--"}, inputs...)
+	if code := runValidate(vargs, bytes.NewReader(in), &verdict, stderr); code != exitValid {
+		_, _ = stdout.Write(verdict.Bytes())
+		return planError
+	}
+	var previews []vaultseed.Preview
+	if len(objs) > 0 { // no object, nothing to read: Vault is not needed
+		kv, err := planClient(*tokenFile, *timeout)
+		if err != nil {
+			return fail("%v", err)
+		}
+		seeds := make([]*ohmlabv1alpha1.VaultSeed, len(objs))
+		for i, o := range objs {
+			seeds[i] = o.Seed
+			if o.Seed.Spec.Prune && len(o.Seed.Status.ManagedKeys) == 0 {
+				// A rendered chart has no status: the keys the controller
+				// wrote cannot be told, so no prune is planned, while the
+				// live object may prune some.
+				fmt.Fprintf(stderr, "ohmlab plan: %s/%s: prune: true, but the input has no status.managedKeys: no prune is planned; to see what a real run prunes, plan the live objects (kubectl get vaultseeds -A -o yaml | ohmlab plan -)\n", o.Seed.Namespace, o.Seed.Name)
+			}
+		}
+		previews, err = vaultseed.PreviewSeeds(context.Background(), kv, seeds, vaultseed.PreviewOptions{AllowDelete: *allowDelete})
+		if err != nil {
+			fmt.Fprintf(stderr, "ohmlab plan: Vault could not be read: %v\n", err)
+			return planNoVault
+		}
+	}
+	rep := planReport{Validation: json.RawMessage(verdict.Bytes()), Objects: make([]planObject, len(previews)),
+		Total: planTotal{Objects: len(previews), Actions: map[string]int{}}}
+	for i, p := range previews {
+		rep.Objects[i] = planObjectOf(p)
+		switch rep.Objects[i].State {
+		case stateChanges:
+			rep.Total.Changes++
+		case stateWaits:
+			rep.Total.Waits++
+		case stateStalls:
+			rep.Total.Stalls++
+		default:
+			rep.Total.InSync++
+		}
+		for _, a := range p.Actions {
+			rep.Total.Actions[a.Name]++
+		}
+	}
+	if *output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return fail("%v", err)
+		}
+	} else {
+		printPlan(stdout, rep)
+	}
+	if rep.Total.InSync < rep.Total.Objects {
+		return planChanges
+	}
+	return planInSync
+}
+
+// parseInterleaved parses flags that may come before, between or after the
+// inputs, as ohmlab validate does; "--" ends them.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var inputs []string
+	for rest := args; ; {
+		if err := fs.Parse(rest); err != nil {
+			return nil, err
+		}
+		left := fs.Args()
+		if consumed := len(rest) - len(left); consumed > 0 && rest[consumed-1] == "--" {
+			return append(inputs, left...), nil
+		}
+		if len(left) == 0 {
+			return inputs, nil
+		}
+		inputs, rest = append(inputs, left[0]), left[1:]
+	}
+}
+
+// planClient is a Vault client from the environment, as the vault CLI
+// reads it: VAULT_ADDR, VAULT_TOKEN or tokenFile, VAULT_CACERT.
+func planClient(tokenFile string, timeout time.Duration) (*vaultkv.Client, error) {
+	addr := os.Getenv("VAULT_ADDR")
+	if addr == "" {
+		return nil, errors.New("VAULT_ADDR is not set")
+	}
+	auth := vaultkv.AuthConfig{Method: vaultkv.MethodToken, TokenFile: tokenFile}
+	if tokenFile == "" {
+		if auth.Token = os.Getenv("VAULT_TOKEN"); auth.Token == "" {
+			return nil, errors.New("no Vault token: set VAULT_TOKEN or pass --token-file")
+		}
+	}
+	return vaultkv.New(vaultkv.Config{Address: addr, CAFile: os.Getenv("VAULT_CACERT"), Timeout: timeout, Auth: auth})
+}
+
+func planObjectOf(p vaultseed.Preview) planObject {
+	o := planObject{Namespace: p.Namespace, Name: p.Name, Path: p.Path, Reason: p.Drifted.Reason, Message: p.Drifted.Message,
+		Actions: make([]planAction, len(p.Actions)), After: p.After}
+	if !p.Changes() {
+		o.Writes = p.Writes
+	}
+	for i, a := range p.Actions {
+		o.Actions[i] = planAction{Action: a.Name, Key: a.Key}
+	}
+	switch {
+	case p.Changes():
+		o.State = stateChanges
+	case p.Drifted.Reason == ohmlabv1alpha1.ReasonInSync:
+		o.State = stateInSync
+	case p.Stalled:
+		o.State = stateStalls
+	default:
+		o.State = stateWaits
+	}
+	return o
+}
+
+// printPlan prints the objects with changes, then those that would wait or
+// stall, then the total line.
+func printPlan(w io.Writer, rep planReport) {
+	for _, o := range rep.Objects {
+		if o.State != stateChanges {
+			continue
+		}
+		line := fmt.Sprintf("%s/%s %s: %s", o.Namespace, o.Name, o.Path, o.Message)
+		if len(o.After) > 0 {
+			line += "; after " + strings.Join(o.After, ", ")
+		}
+		fmt.Fprintln(w, line)
+	}
+	for _, o := range rep.Objects {
+		var line string
+		switch o.State {
+		case stateWaits:
+			line = fmt.Sprintf("%s/%s %s: would wait: %s: %s", o.Namespace, o.Name, o.Path, o.Reason, o.Message)
+		case stateStalls:
+			line = fmt.Sprintf("%s/%s %s: would stall: %s: %s", o.Namespace, o.Name, o.Path, o.Reason, o.Message)
+		default:
+			continue
+		}
+		if o.Writes != "" {
+			line += "; would still write: " + o.Writes
+		}
+		fmt.Fprintln(w, line)
+	}
+	t := rep.Total
+	line := fmt.Sprintf("Plan: %d objects: %d with changes", t.Objects, t.Changes)
+	if n := len(t.Actions); n > 0 {
+		line += " (" + actionTotals(t.Actions) + ")"
+	}
+	fmt.Fprintf(w, "%s, %d would wait, %d would stall, %d in sync.\n", line, t.Waits, t.Stalls, t.InSync)
+}
+
+// actionTotals lists the action counts in the planner's order.
+func actionTotals(counts map[string]int) string {
+	var parts []string
+	for _, name := range []string{vaultseed.ActionCreate, vaultseed.ActionAdopt, vaultseed.ActionCreateField, vaultseed.ActionUpdateField,
+		vaultseed.ActionDeleteField, vaultseed.ActionRotate, vaultseed.ActionRecordToken, vaultseed.ActionDelete} {
+		if n := counts[name]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, name))
+		}
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,242 @@
+package vaultseed
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+	"github.com/ohmlab/ohmlab-controller/internal/seeds"
+	"github.com/ohmlab/ohmlab-controller/templating"
+	"github.com/ohmlab/ohmlab-controller/vaultkv"
+)
+
+// PreviewOptions are the parts of the target's configuration that change a
+// plan.
+type PreviewOptions struct {
+	// AllowDelete is the target's allowDelete: without it an object asking
+	// for deletionPolicy Delete is Stalled (Forbidden).
+	AllowDelete bool
+}
+
+// Preview is what the controller would do to one object's path (`ohmlab
+// plan`, issue 17). It holds key names and reasons, never a value.
+type Preview struct {
+	Namespace, Name, Path string
+	// Drifted is the Drifted condition a reconcile in observe-only mode
+	// would set: True with the plan's summary as message, False when a
+	// real run changes nothing, Unknown when the object waits or stalls,
+	// with the reason (RefPending, OwnedByAnother, PathDeleted, InvalidSpec,
+	// InvalidRotation, RefCycle, Forbidden) and its message.
+	Drifted metav1.Condition
+	// Stalled tells, for Drifted Unknown, a stall (checked again at each
+	// resync) from a wait (retried with backoff).
+	Stalled bool
+	// Actions are the planned changes: when Drifted is True, and also for
+	// an object that waits or stalls on some keys while a real run would
+	// still write the others (issue 12: a stall on one key does not freeze
+	// the path).
+	Actions []Action
+	// Writes sums Actions for an object that waits or stalls ("" when a
+	// real run would write nothing); for Drifted True it is Drifted's
+	// message.
+	Writes string
+	// After names the objects of the input ("<namespace>/<name>") whose
+	// planned data writes this plan read: its references were resolved
+	// against what those objects would write first.
+	After []string
+}
+
+// Changes says whether a real run would change the path.
+func (p Preview) Changes() bool { return p.Drifted.Status == metav1.ConditionTrue }
+
+// PreviewSeeds plans every object as the controller's observe-only mode
+// does, with the same code (observe, plan, observeOnlyOutcome), reading kv
+// and writing nothing: kv has no write method. The planner is dry: no
+// bcrypt or age work is spent on values that are never written.
+//
+// References between the objects are planned in dependency order: a source
+// is planned before the objects that copy it, and they read what its plan
+// would write (an in-memory overlay of the paths), as the controller
+// converges once the source is written (a write notifies its dependents).
+// An observe-only reconcile, which writes nothing, reports such a dependent
+// RefPending instead; Preview.After names the sources it was planned after.
+// status.managedKeys of the objects given (for example from kubectl get -o
+// yaml) are those a prune compares with.
+//
+// The previews are in the order of objs. The error is a failed read
+// (wrapped with the object and path, Vault's reason included): the
+// previews of the objects planned before it are returned with it.
+func PreviewSeeds(ctx context.Context, kv KVReader, objs []*ohmlabv1alpha1.VaultSeed, opts PreviewOptions) ([]Preview, error) {
+	all := make([]templating.Object, len(objs))
+	analyses := make([]templating.Analysis, len(objs))
+	for i, seed := range objs {
+		all[i], analyses[i] = seeds.Analyse(seed)
+	}
+	set := templating.AnalyseSet(all)
+	ov := &overlay{kv: kv, planned: map[string]*vaultkv.Secret{}, writer: map[string]string{}}
+	gen := templating.Generator{Dry: true}
+	out := make([]Preview, len(objs))
+	var planned []int
+	for _, i := range dependencyOrder(objs, analyses) {
+		seed, analysis := objs[i], analyses[i]
+		res, p, after, err := previewOne(ctx, ov, gen, seed, analysis, set, opts)
+		if err != nil {
+			return collect(out, planned), fmt.Errorf("%s %s: %w", seeds.Owner(seed), seed.Spec.Path, err)
+		}
+		out[i] = previewOf(seed, res, p, after)
+		planned = append(planned, i)
+	}
+	return out, nil
+}
+
+// previewOne is one observe-only reconcile of sync, against the overlay,
+// and records what a real run would write. It returns the plan too (nil
+// when planning did not happen).
+func previewOne(ctx context.Context, ov *overlay, gen templating.Generator, seed *ohmlabv1alpha1.VaultSeed, analysis templating.Analysis, set []templating.Problem, opts PreviewOptions) (outcome, *Plan, []string, error) {
+	if len(analysis.Problems) > 0 {
+		return outcome{result: stalledResult(problemsReason(analysis.Problems), problemsMessage(analysis.Problems))}, nil, nil, nil
+	}
+	if ring := ringThrough(set, seeds.Owner(seed)); ring != "" {
+		return outcome{result: stalledResult(ohmlabv1alpha1.ReasonRefCycle, ring)}, nil, nil, nil
+	}
+	if res, refused := deleteRefused(seed, opts.AllowDelete); refused {
+		return outcome{result: res}, nil, nil, nil
+	}
+	desired := desiredOf(seed, analysis, seed.Status.ManagedKeys)
+	observed, err := observeVault(ctx, ov, seed.Spec.Path, analysis.RefPaths, desired)
+	if err != nil {
+		return outcome{}, nil, nil, err
+	}
+	p, err := plan(desired, observed, gen)
+	if err != nil {
+		return outcome{}, nil, nil, err
+	}
+	ov.record(seed.Spec.Path, observed.Path, p, seeds.Owner(seed))
+	var after []string
+	for _, ref := range analysis.RefPaths {
+		if w := ov.writer[ref]; w != "" && w != seeds.Owner(seed) {
+			after = append(after, w)
+		}
+	}
+	slices.Sort(after)
+	return observeOnlyOutcome(p, observed.Path.Version), &p, slices.Compact(after), nil
+}
+
+// previewOf turns an outcome into what the Drifted condition would say,
+// through the same code that writes status.
+func previewOf(seed *ohmlabv1alpha1.VaultSeed, out outcome, p *Plan, after []string) Preview {
+	var st ohmlabv1alpha1.VaultSeedStatus
+	out.apply(&st, seed.Generation, true)
+	pv := Preview{Namespace: seed.Namespace, Name: seed.Name, Path: seed.Spec.Path, Stalled: out.stalled, After: after}
+	if c := meta.FindStatusCondition(st.Conditions, ohmlabv1alpha1.ConditionDrifted); c != nil {
+		pv.Drifted = *c
+	}
+	if p != nil && !p.Empty() {
+		pv.Actions, pv.Writes = p.Actions, p.Summary()
+	}
+	return pv
+}
+
+func collect(out []Preview, planned []int) []Preview {
+	slices.Sort(planned)
+	done := make([]Preview, 0, len(planned))
+	for _, i := range planned {
+		done = append(done, out[i])
+	}
+	return done
+}
+
+// dependencyOrder returns the indexes of objs with every reference source
+// of the input before the objects that reference it, ties in input order.
+// Objects on a ring (RefCycle, stalled anyway) come last, in input order.
+func dependencyOrder(objs []*ohmlabv1alpha1.VaultSeed, analyses []templating.Analysis) []int {
+	byPath := map[string][]int{}
+	for i, o := range objs {
+		byPath[o.Spec.Path] = append(byPath[o.Spec.Path], i)
+	}
+	waitsFor := make([]int, len(objs)) // sources not planned yet
+	dependents := make([][]int, len(objs))
+	for i, a := range analyses {
+		for _, ref := range a.RefPaths {
+			for _, j := range byPath[ref] {
+				if j != i {
+					waitsFor[i]++
+					dependents[j] = append(dependents[j], i)
+				}
+			}
+		}
+	}
+	done := make([]bool, len(objs))
+	var order []int
+	for progress := true; progress; {
+		progress = false
+		for i := range objs {
+			if done[i] || waitsFor[i] > 0 {
+				continue
+			}
+			done[i], progress = true, true
+			order = append(order, i)
+			for _, d := range dependents[i] {
+				waitsFor[d]--
+			}
+			break // restart from the first object, so ties keep input order
+		}
+	}
+	for i := range objs {
+		if !done[i] {
+			order = append(order, i)
+		}
+	}
+	return order
+}
+
+// overlay reads Vault through the writes that the objects planned so far
+// would make. It has no write method.
+type overlay struct {
+	kv      KVReader
+	planned map[string]*vaultkv.Secret
+	// writer is the owner of the plan that writes each path's data: the
+	// references that read it are planned after it.
+	writer map[string]string
+}
+
+func (o *overlay) Read(ctx context.Context, path string) (*vaultkv.Secret, error) {
+	if s, ok := o.planned[path]; ok {
+		c := *s
+		return &c, nil
+	}
+	return o.kv.Read(ctx, path)
+}
+
+// ReadVersion reads Vault: the versions a prune compares with were written
+// before this plan.
+func (o *overlay) ReadVersion(ctx context.Context, path string, version int) (*vaultkv.Secret, error) {
+	return o.kv.ReadVersion(ctx, path, version)
+}
+
+// record keeps what apply would write for the plan: metadata (owner marker,
+// rotation token) and the data tree as a new version.
+func (o *overlay) record(path string, seen *vaultkv.Secret, p Plan, owner string) {
+	if p.Mark == nil && p.Data == nil && p.RecordToken == "" {
+		return
+	}
+	s := *seen
+	s.CustomMetadata = maps.Clone(seen.CustomMetadata)
+	if s.CustomMetadata == nil {
+		s.CustomMetadata = map[string]string{}
+	}
+	maps.Copy(s.CustomMetadata, p.Mark)
+	if p.RecordToken != "" {
+		s.CustomMetadata[ohmlabv1alpha1.RotationTokenMetadataKey] = p.RecordToken
+	}
+	if p.Data != nil {
+		s.Exists, s.Deleted, s.Data, s.Version = true, false, p.Data, p.CAS+1
+		o.writer[path] = owner
+	}
+	o.planned[path] = &s
+}

@@ -1,0 +1,131 @@
+package vaultseed
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+	"github.com/ohmlab/ohmlab-controller/internal/seeds"
+	"github.com/ohmlab/ohmlab-controller/templating"
+)
+
+// TestPreviewAgreesWithDrifted reconciles objects in observe-only mode and
+// previews the same objects (as read back from the API server, status
+// included) against the same Vault: every object's Drifted condition
+// (status, reason, message) is the one PreviewSeeds says.
+func TestPreviewAgreesWithDrifted(t *testing.T) {
+	f := startController(t, controllerOptions{observeOnly: true})
+	g := NewWithT(t)
+	owner := func(name string) map[string]any {
+		return map[string]any{ohmlabv1alpha1.OwnerMetadataKey: f.ns + "/" + name}
+	}
+	handWrite(t, f.path("adopt"), map[string]any{"user": "typed", "webhook": "typed"})
+	handWrite(t, f.path("update"), map[string]any{"password": "typed", "hash": "not-a-hash"})
+	handMark(t, f.path("update"), owner("update"))
+	handWrite(t, f.path("rotate"), map[string]any{"password": "typed"})
+	handMark(t, f.path("rotate"), map[string]any{ohmlabv1alpha1.OwnerMetadataKey: f.ns + "/rotate", ohmlabv1alpha1.RotationTokenMetadataKey: "t1"})
+	handWrite(t, f.path("owned"), map[string]any{"a": "typed"})
+	handMark(t, f.path("owned"), map[string]any{ohmlabv1alpha1.OwnerMetadataKey: "elsewhere/other"})
+	handWrite(t, f.path("deleted"), map[string]any{"a": "typed"})
+	g.Expect(vault.Client.KVv2("ohmlab").Delete(context.Background(), strings.TrimPrefix(f.path("deleted"), "ohmlab/"))).To(Succeed())
+	handWrite(t, f.path("insync"), map[string]any{"a": "typed"})
+	handMark(t, f.path("insync"), owner("insync"))
+
+	objs := []*ohmlabv1alpha1.VaultSeed{
+		f.seed("create", f.path("create"), `{"password":"<random:16>"}`),
+		f.seed("adopt", f.path("adopt"), `{"user":"admin","webhook":"","token":"<random:8>"}`),
+		f.seed("update", f.path("update"), `{"password":"","hash":"<bcrypt:password>"}`),
+		f.seed("rotate", f.path("rotate"), `{"password":"<random:12>"}`),
+		f.seed("owned", f.path("owned"), `{"a":""}`),
+		f.seed("deleted", f.path("deleted"), `{"a":""}`),
+		f.seed("pending", f.path("pending"), `{"copy":"<ref:`+f.path("nowhere")+`#k>"}`),
+		f.seed("copier", f.path("copier"), `{"copy":"<ref:`+f.path("insync")+`#a>"}`),
+		f.seed("insync", f.path("insync"), `{"a":""}`),
+		f.seed("invalid", f.path("invalid"), `{"a.b":"x"}`),
+		f.seed("delete", f.path("delete"), `{"a":"<random:4>"}`),
+	}
+	objs[3].Spec.Rotate = &ohmlabv1alpha1.Rotation{Token: "t2", Keys: []string{"password"}}
+	objs[10].Spec.DeletionPolicy = ohmlabv1alpha1.DeletionPolicyDelete
+	for _, o := range objs {
+		f.create(o)
+	}
+	var live ohmlabv1alpha1.VaultSeedList
+	g.Eventually(func(g Gomega) {
+		g.Expect(cp.Client.List(context.Background(), &live, client.InNamespace(f.ns))).To(Succeed())
+		g.Expect(live.Items).To(HaveLen(len(objs)))
+		for _, o := range live.Items {
+			c := apimeta.FindStatusCondition(o.Status.Conditions, ohmlabv1alpha1.ConditionDrifted)
+			g.Expect(c).NotTo(BeNil(), "%s has no Drifted condition yet", o.Name)
+			g.Expect(c.ObservedGeneration).To(Equal(o.Generation))
+		}
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+
+	seeds := make([]*ohmlabv1alpha1.VaultSeed, len(live.Items))
+	for i := range live.Items {
+		seeds[i] = &live.Items[i]
+	}
+	previews, err := PreviewSeeds(context.Background(), rootKV(t), seeds, PreviewOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	type drift struct{ Name, Status, Reason, Message string }
+	var want, got []drift
+	reasons := map[string]bool{}
+	for i, o := range seeds {
+		c := apimeta.FindStatusCondition(o.Status.Conditions, ohmlabv1alpha1.ConditionDrifted)
+		want = append(want, drift{o.Name, string(c.Status), c.Reason, c.Message})
+		p := previews[i]
+		got = append(got, drift{p.Name, string(p.Drifted.Status), p.Drifted.Reason, p.Drifted.Message})
+		reasons[c.Reason] = true
+	}
+	g.Expect(got).To(Equal(want))
+	// The objects cover every outcome, so the agreement is not vacuous.
+	for _, r := range []string{ohmlabv1alpha1.ReasonObserveOnly, ohmlabv1alpha1.ReasonInSync, ohmlabv1alpha1.ReasonOwnedByAnother,
+		ohmlabv1alpha1.ReasonPathDeleted, ohmlabv1alpha1.ReasonRefPending, ohmlabv1alpha1.ReasonInvalidSpec, ohmlabv1alpha1.ReasonForbidden} {
+		g.Expect(reasons).To(HaveKey(r))
+	}
+}
+
+// TestDependencyOrder: sources come before the objects that copy them,
+// ties keep the input order, and objects on a ring come last.
+func TestDependencyOrder(t *testing.T) {
+	obj := func(name, data string) *ohmlabv1alpha1.VaultSeed {
+		return &ohmlabv1alpha1.VaultSeed{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
+			Spec: ohmlabv1alpha1.VaultSeedSpec{Path: "ohmlab/" + name, Data: &apiextensionsv1.JSON{Raw: []byte(data)}}}
+	}
+	tests := []struct {
+		name string
+		objs []*ohmlabv1alpha1.VaultSeed
+		want []string
+	}{
+		{"no references: input order", []*ohmlabv1alpha1.VaultSeed{obj("b", `{}`), obj("a", `{}`)}, []string{"b", "a"}},
+		{"a chain given backwards", []*ohmlabv1alpha1.VaultSeed{
+			obj("c", `{"k":"<ref:ohmlab/b#k>"}`), obj("b", `{"k":"<ref:ohmlab/a#k>"}`), obj("a", `{"k":"<random:4>"}`)},
+			[]string{"a", "b", "c"}},
+		{"a source of two, and a path outside the input", []*ohmlabv1alpha1.VaultSeed{
+			obj("x", `{"k":"<ref:ohmlab/s#k>","l":"<ref:ohmlab/elsewhere#k>"}`), obj("y", `{"k":"<ref:ohmlab/s#k>"}`), obj("s", `{"k":"<random:4>"}`)},
+			[]string{"s", "x", "y"}},
+		{"a ring comes last", []*ohmlabv1alpha1.VaultSeed{
+			obj("p", `{"k":"<ref:ohmlab/q#k>"}`), obj("q", `{"k":"<ref:ohmlab/p#k>"}`), obj("r", `{}`)},
+			[]string{"r", "p", "q"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			analyses := make([]templating.Analysis, len(tt.objs))
+			for i, o := range tt.objs {
+				_, analyses[i] = seeds.Analyse(o)
+			}
+			var got []string
+			for _, i := range dependencyOrder(tt.objs, analyses) {
+				got = append(got, tt.objs[i].Name)
+			}
+			NewWithT(t).Expect(got).To(Equal(tt.want))
+		})
+	}
+}
