@@ -107,7 +107,10 @@ func (r *Reconciler) cycle(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, 
 	}
 	objs := []templating.Object{obj}
 	for _, o := range related {
-		other, _ := seeds.Object(o)
+		other, err := seeds.Object(o)
+		if err != nil {
+			return "", err
+		}
 		objs = append(objs, other)
 	}
 	return ringThrough(templating.AnalyseSet(objs), seeds.Owner(seed)), nil
