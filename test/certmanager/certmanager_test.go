@@ -5,9 +5,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -25,21 +22,10 @@ import (
 var controllerBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "ohmlab-certmanager-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	controllerBin = filepath.Join(dir, "ohmlab-controller")
-	build := exec.Command("go", "build", "-o", controllerBin, "./cmd/ohmlab-controller")
-	build.Dir = harness.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building ohmlab-controller: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	e2e.RunWithController("", func(bin string) int {
+		controllerBin = bin
+		return m.Run()
+	})
 }
 
 // TestWebhookCertificateFromCertManager installs every object of the chart,

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
-	"github.com/ohmlab/ohmlab-controller/test/harness"
 )
 
 // buildVersion is the release the test binary claims to be.
@@ -27,22 +25,10 @@ const buildVersion = "v0.0.0-e2e"
 var controllerBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "ohmlab-e2e-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	controllerBin = filepath.Join(dir, "ohmlab-controller")
-	build := exec.Command("go", "build", "-ldflags", "-X github.com/ohmlab/ohmlab-controller/internal/buildinfo.Version="+buildVersion,
-		"-o", controllerBin, "./cmd/ohmlab-controller")
-	build.Dir = harness.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building ohmlab-controller: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	RunWithController(buildVersion, func(bin string) int {
+		controllerBin = bin
+		return m.Run()
+	})
 }
 
 func startEnv(t *testing.T, resync time.Duration) *Env {

@@ -25,9 +25,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -62,21 +59,10 @@ const (
 var controllerBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "ohmlab-faults-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	controllerBin = filepath.Join(dir, "ohmlab-controller")
-	build := exec.Command("go", "build", "-o", controllerBin, "./cmd/ohmlab-controller")
-	build.Dir = harness.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building ohmlab-controller: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	e2e.RunWithController("", func(bin string) int {
+		controllerBin = bin
+		return m.Run()
+	})
 }
 
 // A step of apply where a fault lands (reconcilers/vaultseed, apply:
