@@ -41,21 +41,31 @@ func startEnv(t *testing.T, resync time.Duration) *Env {
 	return env
 }
 
+// startController starts a controller process for the test, tried again
+// when a port it picked was taken meanwhile by another process of the
+// machine (harness.FreePort checks 127.0.0.1, the webhook server listens on
+// every address).
 func startController(t *testing.T, env *Env) *Controller {
 	t.Helper()
-	c, err := env.StartController(context.Background())
-	if err != nil {
-		t.Fatal(err)
+	for attempt := 1; ; attempt++ {
+		c, err := env.StartController(context.Background())
+		if err != nil && attempt < 3 && strings.Contains(err.Error(), "address already in use") {
+			t.Logf("starting the controller again: %v", err)
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if !c.Exited() {
+				c.Stop()
+			}
+			if t.Failed() {
+				t.Logf("controller logs:\n%s", c.Logs())
+			}
+		})
+		return c
 	}
-	t.Cleanup(func() {
-		if !c.Exited() {
-			c.Stop()
-		}
-		if t.Failed() {
-			t.Logf("controller logs:\n%s", c.Logs())
-		}
-	})
-	return c
 }
 
 // readPath returns a path's flat data and KV version, read with the root

@@ -61,7 +61,7 @@ func TestMigrationFromThePostConfigJob(t *testing.T) {
 
 	// 2. Shadow.
 	setObserveOnly(t, env, true)
-	c := startListening(t, env)
+	c := startController(t, env)
 	for _, s := range samples {
 		out, err := env.Apply(ctx, s)
 		g.Expect(err).NotTo(HaveOccurred(), out)
@@ -98,7 +98,7 @@ func TestMigrationFromThePostConfigJob(t *testing.T) {
 	// 3. Takeover: only the owner markers are written, no KV version.
 	c.Stop()
 	setObserveOnly(t, env, false)
-	c = startListening(t, env)
+	c = startController(t, env)
 	for _, s := range samples {
 		g.Expect(env.WaitReady(ctx, s)).To(Succeed())
 	}
@@ -125,7 +125,7 @@ func TestMigrationFromThePostConfigJob(t *testing.T) {
 	// 4. Back to observe-only: nothing written, nothing to change.
 	c.Stop()
 	setObserveOnly(t, env, true)
-	c = startListening(t, env)
+	c = startController(t, env)
 	for _, s := range samples {
 		g.Eventually(func() string { return drifted(t, env, s) }).WithTimeout(30*time.Second).
 			Should(Equal("False InSync a real run would change nothing"), s.Name)
@@ -138,32 +138,6 @@ func TestMigrationFromThePostConfigJob(t *testing.T) {
 	g.Expect(code).To(Equal(0), out)
 	g.Expect(out).To(Equal("Plan: 2 objects: 0 with changes, 0 would wait, 0 would stall, 2 in sync.\n"))
 	g.Expect(c.Logs() + out).NotTo(ContainSubstring("typed-by-hand-webhook"))
-}
-
-// startListening is startController, tried again when a port it picked was
-// taken meanwhile by another process of the machine (harness.FreePort
-// checks 127.0.0.1, the webhook server listens on every address).
-func startListening(t *testing.T, env *Env) *Controller {
-	t.Helper()
-	for attempt := 1; ; attempt++ {
-		c, err := env.StartController(context.Background())
-		if err != nil && attempt < 3 && strings.Contains(err.Error(), "address already in use") {
-			t.Logf("starting the controller again: %v", err)
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if !c.Exited() {
-				c.Stop()
-			}
-			if t.Failed() {
-				t.Logf("controller logs:\n%s", c.Logs())
-			}
-		})
-		return c
-	}
 }
 
 // ID is the sample's "<namespace>/<name>", its owner marker.
