@@ -4,6 +4,8 @@
 # Nothing to build into bin/: the module's tests compile cert-manager.
 TEST_MODULES += test/certmanager
 
+##@ cert-manager
+
 .PHONY: test-certmanager
 test-certmanager: $(BIN)/k8s/kube-apiserver $(BIN)/k8s/etcd $(BIN)/k8s/kubectl $(BIN)/vault ## Run the cert-manager webhook certificate test.
 	cd test/certmanager && go test -count=1 ./...
