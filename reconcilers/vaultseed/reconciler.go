@@ -108,12 +108,7 @@ func (r *Reconciler) Reconcile(parent context.Context, req ctrl.Request) (ctrl.R
 	seed := &ohmlabv1alpha1.VaultSeed{}
 	if err := r.Client.Get(ctx, req.NamespacedName, seed); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.Metrics.forget(r.Target, req.Namespace, req.Name)
-			r.attempted.Delete(req.NamespacedName)
-			r.unreported.Delete(req.NamespacedName)
-			r.inFlight.Delete(req.NamespacedName)
 			r.forgetObject(req.NamespacedName)
-			r.backoff.Forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err

@@ -3,6 +3,7 @@ package vaultseed
 import (
 	"context"
 	"hash/fnv"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -149,8 +150,13 @@ func (r *Reconciler) deferAfterStart(seed *ohmlabv1alpha1.VaultSeed) bool {
 	return true
 }
 
-// forgetObject drops what the process remembers of a deleted object.
+// forgetObject drops everything the process remembers of a deleted object:
+// its metrics, hash cache entries, backoff and per-object state.
 func (r *Reconciler) forgetObject(key types.NamespacedName) {
+	r.Metrics.forget(r.Target, key.Namespace, key.Name)
 	r.Generator.Cache.Forget(key.Namespace + "/" + key.Name)
-	r.seen.Delete(key)
+	r.backoff.Forget(key)
+	for _, m := range []*sync.Map{&r.seen, &r.attempted, &r.unreported, &r.inFlight} {
+		m.Delete(key)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
@@ -110,7 +111,8 @@ func TestDeferAfterStart(t *testing.T) {
 }
 
 func TestForgetObjectIsSeenAgainAsNew(t *testing.T) {
-	r := &Reconciler{Metrics: NewMetrics(prometheus.NewRegistry())}
+	r := &Reconciler{Metrics: NewMetrics(prometheus.NewRegistry()),
+		backoff: workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](backoffBase, backoffMax)}
 	key := types.NamespacedName{Namespace: "ns", Name: "o"}
 	r.seen.Store(key, struct{}{})
 	r.forgetObject(key)

@@ -120,19 +120,9 @@ func (cp *ControlPlane) stopRestartedAPIServer() {
 
 // childPid returns the pid of this process's child that runs exe.
 func childPid(exe string) (int, error) {
-	tasks, err := filepath.Glob("/proc/self/task/*/children")
-	if err != nil {
-		return 0, err
-	}
-	for _, t := range tasks {
-		data, err := os.ReadFile(t)
-		if err != nil {
-			continue
-		}
-		for _, pid := range strings.Fields(string(data)) {
-			if got, err := os.Readlink("/proc/" + pid + "/exe"); err == nil && got == exe {
-				return strconv.Atoi(pid)
-			}
+	for _, c := range children() {
+		if c.exe == exe {
+			return c.pid, nil
 		}
 	}
 	return 0, fmt.Errorf("no child process runs %s", exe)

@@ -15,21 +15,15 @@ import (
 // however it ends (a panic or a timeout skips every cleanup). envtest starts
 // kube-apiserver and etcd without a way to tie their life to ours.
 func reapChildrenOnExit(dir string) error {
-	var pids []string
-	tasks, err := filepath.Glob("/proc/self/task/*/children")
+	// /proc/<pid>/exe is resolved: so must dir be (bin/ may be a link).
+	dir, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		return err
 	}
-	for _, t := range tasks {
-		data, err := os.ReadFile(t)
-		if err != nil {
-			continue
-		}
-		for _, pid := range strings.Fields(string(data)) {
-			exe, err := os.Readlink("/proc/" + pid + "/exe")
-			if err == nil && strings.HasPrefix(exe, dir+string(filepath.Separator)) {
-				pids = append(pids, pid)
-			}
+	var pids []string
+	for _, c := range children() {
+		if strings.HasPrefix(c.exe, dir+string(filepath.Separator)) {
+			pids = append(pids, strconv.Itoa(c.pid))
 		}
 	}
 	if len(pids) == 0 {
@@ -44,4 +38,32 @@ func reapChildrenOnExit(dir string) error {
 	}
 	go func() { _ = cmd.Wait() }()
 	return nil
+}
+
+// child is a child process of this one and the binary it runs.
+type child struct {
+	pid int
+	exe string // resolved, as /proc/<pid>/exe gives it
+}
+
+// children lists this process's children (of every thread).
+func children() []child {
+	var out []child
+	tasks, _ := filepath.Glob("/proc/self/task/*/children")
+	for _, t := range tasks {
+		data, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(data)) {
+			pid, err := strconv.Atoi(f)
+			if err != nil {
+				continue
+			}
+			if exe, err := os.Readlink("/proc/" + f + "/exe"); err == nil {
+				out = append(out, child{pid: pid, exe: exe})
+			}
+		}
+	}
+	return out
 }
