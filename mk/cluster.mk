@@ -47,3 +47,10 @@ cluster-load: $(CLUSTER) ## Import ARCHIVE (docker or OCI archive) into the node
 verify-cluster: ## go vet the cluster program (its own module, outside go vet ./...).
 	go -C $(CURDIR)/hack/cluster vet ./...
 verify: verify-cluster
+
+# The smoke test brings its own node up (refusing when one is up already), runs a pod from a locally
+# imported image under restricted Pod Security, reaches its Service from the host and from kube-apiserver
+# (a webhook), takes the node down and compares the host with what it was.
+.PHONY: cluster-smoke
+cluster-smoke: cluster-deps $(NODE_BINS) ## Up, a pod and its Service reached from the host and kube-apiserver, down; the host unchanged.
+	cd hack/cluster && CLUSTER_SMOKE=1 CLUSTER_K8S_BIN=$(BIN)/k8s go test -count=$(or $(COUNT),1) -v -run '^TestSmoke' .

@@ -7,6 +7,7 @@ go 1.26.0
 
 require (
 	github.com/BurntSushi/toml v1.6.0
+	github.com/google/go-cmp v0.7.0
 	github.com/google/go-containerregistry v0.22.1
 	golang.org/x/sys v0.50.0
 	k8s.io/api v0.37.2

@@ -154,16 +154,19 @@ func SetUpNetwork() error {
 	return nil
 }
 
-// TearDownNetwork deletes the namespace, which takes the veth pair and the
-// host's routes through it along.
+// TearDownNetwork deletes the veth pair (with the host's routes through it)
+// and the namespace. The veth goes first and explicitly: the kernel
+// destroys a deleted namespace's devices asynchronously.
 func TearDownNetwork() error {
-	if !exists(NetNSPath()) {
-		if exists("/sys/class/net/" + HostVeth) {
-			return runHost("ip", "link", "delete", HostVeth)
+	if exists("/sys/class/net/" + HostVeth) {
+		if err := runHost("ip", "link", "delete", HostVeth); err != nil {
+			return err
 		}
-		return nil
 	}
-	return runHost("ip", "netns", "delete", NetNS)
+	if exists(NetNSPath()) {
+		return runHost("ip", "netns", "delete", NetNS)
+	}
+	return nil
 }
 
 // mountPoints lists the mount points at or under any of roots, deepest
@@ -184,7 +187,7 @@ func mountPoints(roots []string) ([]string, error) {
 		}
 		mp := unescapeMountPath(fields[4])
 		for _, r := range roots {
-			if mp == r || strings.HasPrefix(mp, r+"/") {
+			if mp == r || strings.HasPrefix(mp, strings.TrimSuffix(r, "/")+"/") {
 				found = append(found, mp)
 				break
 			}

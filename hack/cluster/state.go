@@ -61,18 +61,31 @@ func writeRecord(r *Record) error {
 }
 
 // withLock runs f holding the machine-wide lock; a concurrent up or down
-// waits for it.
+// waits for it. The lock file is removed when no cluster is left up, so
+// that down leaves nothing behind: a waiter that then finds the path gone,
+// or naming another file, takes the lock again.
 func withLock(f func() error) error {
-	fd, err := unix.Open(lockPath, unix.O_CREAT|unix.O_RDWR|unix.O_CLOEXEC, 0o644)
-	if err != nil {
-		return fmt.Errorf("opening %s: %w", lockPath, err)
+	for {
+		fd, err := unix.Open(lockPath, unix.O_CREAT|unix.O_RDWR|unix.O_CLOEXEC, 0o644)
+		if err != nil {
+			return fmt.Errorf("opening %s: %w", lockPath, err)
+		}
+		if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+			unix.Close(fd)
+			return fmt.Errorf("locking %s: %w", lockPath, err)
+		}
+		var held, named unix.Stat_t
+		if unix.Fstat(fd, &held) != nil || unix.Stat(lockPath, &named) != nil || held.Ino != named.Ino || held.Dev != named.Dev {
+			unix.Close(fd)
+			continue
+		}
+		err = f()
+		if !exists(RecordPath) {
+			_ = os.Remove(lockPath)
+		}
+		unix.Close(fd) // releases the lock
+		return err
 	}
-	defer unix.Close(fd)
-	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
-		return fmt.Errorf("locking %s: %w", lockPath, err)
-	}
-	defer unix.Flock(fd, unix.LOCK_UN)
-	return f()
 }
 
 // newRecord snapshots the host for dir's cluster, refusing when a cluster

@@ -134,7 +134,7 @@ func Up(ctx context.Context, o Options) (kubeconfig string, err error) {
 	// The sandbox image must be in containerd's store before the kubelet
 	// asks for a sandbox: it cannot be pulled.
 	pauseArchive := filepath.Join(o.Images(), "pause.tar")
-	if err := WritePauseImage(o.Pause, pauseArchive); err != nil {
+	if err := WriteBinaryImage(PauseImage, o.Pause, pauseArchive); err != nil {
 		return "", err
 	}
 	if err := Load(o.Layout, "", pauseArchive); err != nil {

@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
+	gcrname "github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
@@ -17,18 +18,19 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-// WritePauseImage writes PauseImage, a one-layer image holding the static
-// pause binary as /pause, as a docker-save archive that ctr images import
-// reads.
-func WritePauseImage(pauseBinary, archive string) error {
-	bin, err := os.ReadFile(pauseBinary)
+// WriteBinaryImage writes ref, a one-layer image holding one static binary
+// as /NAME (its entrypoint, run as user 65535), as a docker-save archive that
+// ctr images import reads. The pause image is one (PauseImage).
+func WriteBinaryImage(ref, binary, archive string) error {
+	bin, err := os.ReadFile(binary)
 	if err != nil {
-		return fmt.Errorf("reading the pause binary (built by make cluster): %w", err)
+		return fmt.Errorf("reading %s: %w", binary, err)
 	}
+	name := filepath.Base(binary)
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	if err := tw.WriteHeader(&tar.Header{
-		Name: "pause", Mode: 0o755, Size: int64(len(bin)), Typeflag: tar.TypeReg,
+		Name: name, Mode: 0o755, Size: int64(len(bin)), Typeflag: tar.TypeReg,
 		ModTime: time.Unix(0, 0), Format: tar.FormatPAX,
 	}); err != nil {
 		return err
@@ -56,11 +58,11 @@ func WritePauseImage(pauseBinary, archive string) error {
 	}
 	cf = cf.DeepCopy()
 	cf.OS, cf.Architecture = "linux", runtime.GOARCH
-	cf.Config = v1.Config{Entrypoint: []string{"/pause"}, User: "65535:65535"}
+	cf.Config = v1.Config{Entrypoint: []string{"/" + name}, User: "65535:65535"}
 	if img, err = mutate.ConfigFile(img, cf); err != nil {
 		return err
 	}
-	tag, err := name.NewTag(PauseImage)
+	tag, err := gcrname.NewTag(ref)
 	if err != nil {
 		return err
 	}
