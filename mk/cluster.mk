@@ -6,6 +6,7 @@ CLUSTER_DIR      ?= $(CURDIR)/.cluster
 CLUSTER          := $(CLUSTER_DIR)/bin/cluster
 CLUSTER_TIMEOUT  ?= 2m
 NODE_BINS        := $(BIN)/k8s/kubelet $(BIN)/k8s/kube-controller-manager $(BIN)/k8s/kube-scheduler $(BIN)/k8s/kube-proxy
+TEST_MODULES     += hack/cluster
 CLUSTER_DEBS     := containerd runc containernetworking-plugins iptables conntrack
 # The node binaries carry their release, as the Node object and /version show it.
 K8S_VERSION      := v1.37.2
