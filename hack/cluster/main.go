@@ -19,7 +19,9 @@
 //
 //   - kubeconfig: DIR/kubeconfig (make cluster: .cluster/kubeconfig),
 //     cluster-admin (system:masters), server https://10.77.0.2:6443, the
-//     serving certificate's CA embedded. It works from the host.
+//     serving certificate's CA embedded (also DIR/pki/ca.crt, which the
+//     ServiceAccounts' ca.crt holds too). It works from the host. The
+//     ServiceAccount issuer is https://kubernetes.default.svc.cluster.local.
 //   - node: ohmlab-node, InternalIP 10.77.0.2; pod CIDR 10.244.0.0/24;
 //     Service CIDR 10.96.0.0/24 (kubernetes Service 10.96.0.1). The host
 //     routes both ranges through the node: a process on the host reaches

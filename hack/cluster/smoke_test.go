@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -228,6 +229,7 @@ func runWorkload(ctx context.Context, t *testing.T, l Layout, helloBinary string
 	pool.AppendCertsFromPEM(ca.PEM)
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	url := "https://" + net.JoinHostPort(svc.Spec.ClusterIP, "443") + "/"
+	var last error
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		res, err := hc.Get(url)
 		if err != nil {
@@ -238,6 +240,47 @@ func runWorkload(ctx context.Context, t *testing.T, l Layout, helloBinary string
 		return err == nil && string(b) == "hello\n", nil
 	}); err != nil {
 		t.Errorf("GET %s from the host: %v", url, err)
+	}
+
+	// From the pod: kube-apiserver through the kubernetes Service, with
+	// the pod's ServiceAccount token (what the controller does).
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		res, err := hc.Get(url + "kubernetes")
+		if err != nil {
+			return false, nil
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		if err != nil || res.StatusCode != http.StatusOK {
+			last = fmt.Errorf("%s: %s", res.Status, b)
+			return false, nil
+		}
+		return strings.Contains(string(b), `"gitVersion"`), nil
+	}); err != nil {
+		t.Errorf("kube-apiserver's /version from the pod through the kubernetes Service: %v (last: %v)", err, last)
+	}
+
+	// From the pod: a server on the host bound to the host's end of the
+	// link (where the end-to-end test may run Vault).
+	ln, err := net.Listen("tcp", net.JoinHostPort(HostIP.Addr().String(), "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostSrv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "from the host") })}
+	go func() { _ = hostSrv.Serve(ln) }()
+	defer hostSrv.Close()
+	getURL := url + "get?url=" + neturl.QueryEscape("http://"+ln.Addr().String()+"/")
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		res, err := hc.Get(getURL)
+		if err != nil {
+			return false, nil
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		last = fmt.Errorf("%s: %s", res.Status, b)
+		return err == nil && string(b) == "from the host", nil
+	}); err != nil {
+		t.Errorf("a server on the host at %s from the pod: %v (last: %v)", ln.Addr(), err, last)
 	}
 
 	// From kube-apiserver: a validating webhook served by the Service.
@@ -262,7 +305,6 @@ func runWorkload(ctx context.Context, t *testing.T, l Layout, helloBinary string
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var last error
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		_, last = c.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 			GenerateName: "refused-", Labels: map[string]string{"smoke": "refuse"},
