@@ -7,7 +7,7 @@ CLUSTER          := $(CLUSTER_DIR)/bin/cluster
 CLUSTER_TIMEOUT  ?= 2m
 NODE_BINS        := $(BIN)/k8s/kubelet $(BIN)/k8s/kube-controller-manager $(BIN)/k8s/kube-scheduler $(BIN)/k8s/kube-proxy
 TEST_MODULES     += hack/cluster
-CLUSTER_DEBS     := containerd runc containernetworking-plugins iptables conntrack
+CLUSTER_DEBS     := containerd runc containernetworking-plugins iptables conntrack iproute2
 # The node binaries carry their release, as the Node object and /version show it.
 K8S_VERSION      := v1.37.2
 NODE_LDFLAGS     := -s -w -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \

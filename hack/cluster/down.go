@@ -75,7 +75,7 @@ func teardown(rec *Record, log io.Writer) error {
 		for _, root := range roots[1:] {
 			step("removing "+root, os.RemoveAll(root))
 		}
-		step("cleaning "+l.Dir, cleanState(l))
+		step("cleaning "+l.Dir, cleanState(l, Survivors...))
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
@@ -87,8 +87,8 @@ func teardown(rec *Record, log io.Writer) error {
 	return nil
 }
 
-// cleanState removes the state directory but Survivors.
-func cleanState(l Layout) error {
+// cleanState removes the state directory's entries but keep.
+func cleanState(l Layout, keep ...string) error {
 	entries, err := os.ReadDir(l.Dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -97,7 +97,7 @@ func cleanState(l Layout) error {
 		return err
 	}
 	for _, e := range entries {
-		if slices.Contains(Survivors, e.Name()) {
+		if slices.Contains(keep, e.Name()) {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Join(l.Dir, e.Name())); err != nil {
