@@ -13,8 +13,11 @@ K8S_VERSION      := v1.37.2
 NODE_LDFLAGS     := -s -w -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
                     -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37
 
-$(NODE_BINS): $(BIN)/k8s/%: $(K8S_MOD)
+# go build leaves an up-to-date binary untouched: touch it, or make would ask go again every time.
+# (K8S_MOD is defined after the mk/ files are included: name the files here.)
+$(NODE_BINS): $(BIN)/k8s/%: test/tools/k8s/go.mod test/tools/k8s/go.sum
 	cd test/tools/k8s && go build -trimpath -ldflags='$(NODE_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/$*
+	@touch $@
 
 .PHONY: node-bins
 node-bins: $(NODE_BINS) ## Build kubelet, kube-controller-manager, kube-scheduler, kube-proxy into bin/k8s.

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -351,9 +352,12 @@ type hostState struct {
 	Paths map[string]bool
 	// Mounts are every mount point of the host's mount namespace.
 	Mounts []string
-	// Links are the host's network interfaces; Routes its routing table.
-	Links  []string
-	Routes string
+	// Links are the host's network interfaces; Routes its routing table;
+	// Ruleset its iptables rules (iptables-save, without the timestamps
+	// and counters).
+	Links   []string
+	Routes  string
+	Ruleset string
 	// Cgroups are the kubepods and daemon cgroups in any hierarchy.
 	Cgroups []string
 	// Processes are those whose command line names the state directory
@@ -387,6 +391,14 @@ func snapshotHost(t *testing.T, l Layout) hostState {
 		t.Fatal(err)
 	}
 	s.Routes = string(out)
+	if out, err = exec.Command("iptables-save").Output(); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if !strings.HasPrefix(line, "#") {
+			s.Ruleset += counters.ReplaceAllString(line, "") + "\n"
+		}
+	}
 	for _, c := range []string{KubepodsCgroup, DaemonCgroup} {
 		dirs, err := cgroupDirs(c)
 		if err != nil {
@@ -397,6 +409,9 @@ func snapshotHost(t *testing.T, l Layout) hostState {
 	s.Processes = processesNaming(t, l.Dir)
 	return s
 }
+
+// counters are iptables-save's packet and byte counts.
+var counters = regexp.MustCompile(`\[\d+:\d+\]`)
 
 func processesNaming(t *testing.T, s string) []string {
 	t.Helper()
