@@ -40,7 +40,7 @@ cluster: cluster-deps $(NODE_BINS) $(CLUSTER) ## Bring the node up (root; ~15 s)
 
 .PHONY: cluster-down
 cluster-down: $(CLUSTER) ## Take the node down and put the host back (sysctls, namespaces, mounts, directories).
-	@$(CLUSTER) down
+	@$(CLUSTER) down -dir $(CLUSTER_DIR)
 
 .PHONY: cluster-load
 cluster-load: $(CLUSTER) ## Import ARCHIVE (docker or OCI archive) into the node's containerd; NAME=repo for a tag-only OCI index.

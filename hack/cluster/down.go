@@ -12,12 +12,14 @@ import (
 	"time"
 )
 
-// Down takes the cluster down, whichever checkout brought it up: it stops
-// every process, unmounts, deletes the network namespace and the cgroups,
-// restores the sysctls, removes the host directories up created and the
-// state directory (but bin/ and logs/). Taking down a machine with no
-// cluster up succeeds.
-func Down(log io.Writer) error {
+// Down takes down the cluster brought up with the state directory l: it
+// stops every process, unmounts, deletes the network namespace and the
+// cgroups, restores the sysctls, removes the host directories up created and
+// the state directory (but bin/ and logs/). Taking down a machine with no
+// cluster up succeeds. A cluster brought up from another state directory
+// (another checkout's, on a shared machine) is left alone: its user may be
+// running tests on it.
+func Down(l Layout, log io.Writer) error {
 	return withLock(func() error {
 		rec, err := readRecord()
 		if errors.Is(err, fs.ErrNotExist) {
@@ -26,6 +28,9 @@ func Down(log io.Writer) error {
 		}
 		if err != nil {
 			return err
+		}
+		if rec.Dir != l.Dir {
+			return fmt.Errorf("%w from %s, not %s: take it down from there (cluster down -dir %s)", errClusterUp, rec.Dir, l.Dir, rec.Dir)
 		}
 		return teardown(rec, log)
 	})

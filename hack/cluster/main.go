@@ -3,7 +3,7 @@
 // cluster-load):
 //
 //	cluster up   [-dir DIR] [-k8s-bin DIR] [-pause FILE] [-timeout D]
-//	cluster down
+//	cluster down [-dir DIR]
 //	cluster load [-dir DIR] [-name BASE] ARCHIVE...
 //	cluster exec -- COMMAND [ARG...]
 //
@@ -41,7 +41,8 @@
 //
 // One cluster runs on a machine at a time: up refuses while
 // /run/ohmlab-cluster.json (the record of what up found on the host)
-// exists. down puts the host back: the kubelet's sysctls, the network
+// exists, and down takes down only the cluster of its own -dir (another
+// checkout's is someone else's). down puts the host back: the kubelet's sysctls, the network
 // namespace, every process (the daemons' and the kubepods cgroups), every
 // mount, the host directories the node created; a failed up takes itself
 // down the same way.
@@ -109,7 +110,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
-		return Down(stderr)
+		l, err := abs()
+		if err != nil {
+			return err
+		}
+		return Down(l, stderr)
 	case "load":
 		base := fs.String("name", "", "repository for an OCI archive whose images carry only a tag (e.g. ghcr.io/ohmlab/ohmlab-controller)")
 		if err := fs.Parse(args[1:]); err != nil {

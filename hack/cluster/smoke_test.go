@@ -69,7 +69,7 @@ func TestSmoke(t *testing.T) {
 	upTime := time.Since(start)
 	down := func() time.Duration {
 		start := time.Now()
-		if err := Down(testLog{t}); err != nil {
+		if err := Down(l, testLog{t}); err != nil {
 			t.Errorf("down: %v", err)
 		}
 		return time.Since(start)
@@ -88,6 +88,10 @@ func TestSmoke(t *testing.T) {
 	second := Layout{Dir: filepath.Join(tmp, "second")}
 	if _, err := Up(ctx, Options{Layout: second, K8sBin: k8sBin, Pause: pause, Timeout: time.Minute, Log: testLog{t}}); !errors.Is(err, errClusterUp) {
 		t.Errorf("a second up: got %v, want %v", err, errClusterUp)
+	}
+	// ...nor does a down from another state directory take it down.
+	if err := Down(second, testLog{t}); !errors.Is(err, errClusterUp) {
+		t.Errorf("a down from another state directory: got %v, want %v", err, errClusterUp)
 	}
 
 	start = time.Now()
@@ -131,7 +135,7 @@ func TestSmokeFailedUp(t *testing.T) {
 	before := snapshotHost(t, l)
 	_, err = Up(t.Context(), Options{Layout: l, K8sBin: broken, Pause: pause, Timeout: time.Minute, Log: testLog{t}})
 	if err == nil {
-		_ = Down(testLog{t})
+		_ = Down(l, testLog{t})
 		t.Fatal("up with a kubelet that exits succeeded")
 	}
 	if !strings.Contains(err.Error(), "kubelet exited") || !strings.Contains(err.Error(), "broken on purpose") {
