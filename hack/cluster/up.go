@@ -94,6 +94,11 @@ func Up(ctx context.Context, o Options) (kubeconfig string, err error) {
 		}
 	}()
 	start := time.Now()
+	// A previous run's mounts (a kubelet subPath binds a host directory
+	// under the kubelet's root) must go before anything is removed.
+	if err := Unmount([]string{o.Dir}); err != nil {
+		return "", err
+	}
 	// The previous run's logs go too; bin/ (built by make) stays.
 	if err := cleanState(o.Layout, "bin"); err != nil {
 		return "", err
