@@ -43,9 +43,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 	r.dependents = make(chan event.TypedGenericEvent[*ohmlabv1alpha1.VaultSeed], 1024)
 	r.sources = newSources(r.ResyncPeriod, time.Now)
 	deleting := predicate.NewPredicateFuncs(func(o client.Object) bool { return !o.GetDeletionTimestamp().IsZero() })
+	mine, moved := r.shardPredicates()
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("vaultseed").
-		For(&ohmlabv1alpha1.VaultSeed{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, deleting))).
+		For(&ohmlabv1alpha1.VaultSeed{}, builder.WithPredicates(mine, predicate.Or(predicate.GenerationChangedPredicate{}, deleting, moved))).
 		WatchesRawSource(source.Channel(r.dependents, &handler.TypedEnqueueRequestForObject[*ohmlabv1alpha1.VaultSeed]{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency, RecoverPanic: new(true), UsePriorityQueue: new(true)}).
 		Complete(r)
@@ -83,7 +84,13 @@ func untilPhase(key types.NamespacedName, period time.Duration, now time.Time) t
 // reaches its copies without waiting for the resync.
 func (r *Reconciler) notifyDependents(ctx context.Context, path string) {
 	var list ohmlabv1alpha1.VaultSeedList
-	if err := r.Client.List(ctx, &list, client.MatchingFields{seeds.IndexRefPaths: path}); err != nil {
+	opts := []client.ListOption{client.MatchingFields{seeds.IndexRefPaths: path}}
+	if r.Selector != nil {
+		// Only this shard's: another shard's dependents read the path at
+		// their own retry or resync.
+		opts = append(opts, client.MatchingLabelsSelector{Selector: r.Selector})
+	}
+	if err := r.Client.List(ctx, &list, opts...); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "listing the objects that reference a path", "path", path)
 		return
 	}
