@@ -24,9 +24,11 @@ import (
 )
 
 // SetupWithManager registers the reconciler with a manager whose cache has
-// the indexes of IndexFields. Only spec changes and deletions trigger a
-// reconcile (status and annotation updates do not); writes to a path
-// trigger the objects that reference it.
+// the indexes of IndexFields. Only spec changes, deletions and a label
+// change that moves the object in or out of the shard (see
+// shardPredicates) trigger a reconcile (status and annotation updates do
+// not), and only for objects of the shard; writes to a path trigger the
+// shard's objects that reference it.
 //
 // The work queue is controller-runtime's priority queue (issue 13: no
 // object waits behind resyncs). A created or changed object, and a
