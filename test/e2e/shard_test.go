@@ -50,6 +50,13 @@ func shardSeed(name, shard, data string) *ohmlabv1alpha1.VaultSeed {
 // (name -> 1 Ready, 0 not): the objects it reconciles.
 func readyObjects(t *testing.T, c *Controller) map[string]float64 {
 	t.Helper()
+	return objectMetric(t, c, "ohmlab_object_ready")
+}
+
+// objectMetric returns the value of a per-object gauge or counter a process serves, by object
+// name.
+func objectMetric(t *testing.T, c *Controller, family string) map[string]float64 {
+	t.Helper()
 	code, body := httpGet(context.Background(), "http://"+c.MetricsAddr+"/metrics")
 	if code != 200 {
 		t.Fatalf("GET /metrics of %s: %d", c.Name, code)
@@ -60,10 +67,10 @@ func readyObjects(t *testing.T, c *Controller) map[string]float64 {
 		t.Fatalf("parsing /metrics of %s: %v", c.Name, err)
 	}
 	out := map[string]float64{}
-	for _, m := range families["ohmlab_object_ready"].GetMetric() {
+	for _, m := range families[family].GetMetric() {
 		for _, l := range m.GetLabel() {
 			if l.GetName() == "name" {
-				out[l.GetValue()] = m.GetGauge().GetValue()
+				out[l.GetValue()] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
 			}
 		}
 	}
@@ -195,6 +202,12 @@ func TestShards(t *testing.T) {
 		slices.Sort(want)
 		slices.Sort(got)
 		g.Expect(got).To(Equal(want), "the objects process %q reconciles", shard)
+		// And it alone wrote their paths, once each.
+		writes := objectMetric(t, c, "ohmlab_data_writes_total")
+		g.Expect(mapKeysOf(writes)).To(Equal(want), "the objects whose paths process %q wrote", shard)
+		for name, n := range writes {
+			g.Expect(n).To(Equal(1.0), "writes of %s by process %q", name, shard)
+		}
 		t.Logf("process %q reconciles %d objects", shard, len(got))
 	}
 	for name := range shardOf {
