@@ -14,6 +14,7 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/procfs"
 	"golang.org/x/sync/errgroup"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -208,7 +209,15 @@ func TestShards(t *testing.T) {
 		for name, n := range writes {
 			g.Expect(n).To(Equal(1.0), "writes of %s by process %q", name, shard)
 		}
-		t.Logf("process %q reconciles %d objects", shard, len(got))
+		// A figure, not a check: a shard's cache holds only its objects, the unsharded
+		// process's every object (it serves the webhook).
+		hwm := "?"
+		if p, err := procfs.NewProc(c.PID()); err == nil {
+			if st, err := p.NewStatus(); err == nil {
+				hwm = fmt.Sprintf("%.1f MiB", float64(st.VmHWM)/(1<<20))
+			}
+		}
+		t.Logf("process %q reconciles %d objects; memory high-water mark %s", shard, len(got), hwm)
 	}
 	for name := range shardOf {
 		s, err := env.Vault.Client.KVv2("ohmlab").Get(ctx, strings.TrimPrefix(shardPath(name), "ohmlab/"))
