@@ -54,7 +54,7 @@ func main() {
 	flag.IntVar(&f.webhookPort, "webhook-port", 9443, "Port of the admission webhook server; 0 turns it off.")
 	flag.StringVar(&f.webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory holding the webhook's tls.crt and tls.key; reloaded when they change.")
 	flag.StringVar(&f.logLevel, "log-level", "info", "Log level: debug, info, warn or error.")
-	flag.BoolVar(&f.leaderElect, "leader-elect", true, "Hold a Lease per target (ohmlab-controller-<target>) so that one replica reconciles.")
+	flag.BoolVar(&f.leaderElect, "leader-elect", true, "Hold a Lease per target (ohmlab-controller-<target>, or ohmlab-controller-<target>-<shard> for a target section that names a shard) so that one replica reconciles.")
 	flag.DurationVar(&f.gracefulShutdown, "graceful-shutdown-timeout", 30*time.Second, "How long in-flight reconciles may finish after SIGTERM.")
 	flag.Parse()
 
