@@ -123,3 +123,24 @@ func TestCacheOptions(t *testing.T) {
 		})
 	}
 }
+
+// TestShardFlag checks --shard (Process.Shard): it makes the target a shard
+// as its section's shard: would, and contradicting the section or naming no
+// valid shard stops the process.
+func TestShardFlag(t *testing.T) {
+	for _, tt := range []struct {
+		name, flag, section, want string
+	}{
+		{name: "the flag makes the target a shard", flag: "a", want: `vault: shard "a": a shard's process cannot serve the admission webhook`},
+		{name: "the same shard in both", flag: "a", section: "a", want: `vault: shard "a": a shard's process cannot serve the admission webhook`},
+		{name: "another shard in the section", flag: "a", section: "b", want: `vault: --shard "a" contradicts targets.vault.shard "b" of the config: set one of the two`},
+		{name: "not a DNS label", flag: "Shard_A", want: `--shard: targets.vault.shard: "Shard_A" is not a valid shard name`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := DefaultVaultConfig()
+			cfg.Namespaces, cfg.Backend.Address, cfg.Shard = []string{"a"}, "http://127.0.0.1:1", tt.section
+			_, err := cfg.NewManager(context.Background(), Process{Logger: logr.Discard(), Webhook: &webhook.Options{Port: 9443}, Shard: tt.flag})
+			wantError(t, err, tt.want)
+		})
+	}
+}

@@ -175,6 +175,15 @@ func LoadVaultConfig(section []byte) (VaultConfig, error) {
 // of its shard, the admission webhook, the CRD revision check, and the Lease
 // ohmlab-controller-vault (-<shard> for a shard).
 func (cfg VaultConfig) NewManager(ctx context.Context, p Process) (manager.Manager, error) {
+	if p.Shard != "" {
+		if cfg.Shard != "" && cfg.Shard != p.Shard {
+			return nil, fmt.Errorf("vault: --shard %q contradicts targets.vault.shard %q of the config: set one of the two", p.Shard, cfg.Shard)
+		}
+		if err := checkShard("vault", p.Shard); err != nil {
+			return nil, fmt.Errorf("--shard: %w", err)
+		}
+		cfg.Shard = p.Shard
+	}
 	if cfg.Shard != "" && p.Webhook != nil {
 		return nil, fmt.Errorf("vault: shard %q: a shard's process cannot serve the admission webhook: its cache holds only the shard's VaultSeeds, and the webhook's analysis (duplicate paths, reference cycles) must see every one; run it with --webhook-port=0 and let the process without a shard serve the webhook", cfg.Shard)
 	}
