@@ -223,6 +223,12 @@ func TestValidateInputs(t *testing.T) {
 			want:  result{Code: exitValid, Stderr: "-:vo/a: warning: spec.rotate: rotate has no keys and data declares no generated key (<random:N>, <hex:N>, <uuid>, <age:secret>): a new token regenerates nothing\n"},
 		},
 		{
+			name:  "empty standard input is unreadable, not valid",
+			stdin: " \n\n",
+			args:  []string{"validate", "-"},
+			want:  result{Code: exitUsage, Stderr: "ohmlab validate: standard input is empty: did the command before the pipe fail? (set -o pipefail)\n"},
+		},
+		{
 			name:  "a key given twice is a warning with its line",
 			stdin: "apiVersion: v1\nkind: ConfigMap\n---\n# Source: x\n" + vaultSeed("a", "  path: ohmlab/a\n  data:\n    user: <uuid>\n    user: <random:8>\n"),
 			args:  []string{"validate", "-"},

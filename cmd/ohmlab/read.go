@@ -52,6 +52,11 @@ func readInputs(args []string, stdin io.Reader) ([]object, error) {
 			if err != nil {
 				return nil, fmt.Errorf("reading standard input: %w", err)
 			}
+			if len(bytes.TrimSpace(data)) == 0 {
+				// What a failed `helm template … |` leaves: passing it
+				// would pass a check that checked nothing.
+				return nil, errors.New("standard input is empty: did the command before the pipe fail? (set -o pipefail)")
+			}
 			objs, err := readStream(stdinName, data)
 			if err != nil {
 				return nil, err
