@@ -149,7 +149,7 @@ func LoadVaultConfig(section []byte) (VaultConfig, error) {
 	}
 	check(len(cfg.Namespaces) > 0, "namespaces: required: list the namespaces of the VaultSeeds")
 	if err := checkShard("vault", cfg.Shard); err != nil {
-		errs = append(errs, err.Error())
+		errs = append(errs, "targets.vault.shard: "+err.Error())
 	}
 	check(cfg.Backend.Address != "", "backend.address: required")
 	check(cfg.ResyncPeriod.Duration >= time.Second, "resyncPeriod: must be at least 1s")

@@ -223,6 +223,12 @@ func TestValidateInputs(t *testing.T) {
 			want:  result{Code: exitValid, Stderr: "-:vo/a: warning: spec.rotate: rotate has no keys and data declares no generated key (<random:N>, <hex:N>, <uuid>, <age:secret>): a new token regenerates nothing\n"},
 		},
 		{
+			name:  "a shard label no process can take is a warning, as at kubectl apply",
+			stdin: "apiVersion: ohmlab.fr/v1alpha1\nkind: VaultSeed\nmetadata:\n  name: a\n  namespace: vo\n  labels: {ohmlab.fr/shard: \"\"}\nspec:\n  path: ohmlab/a\n",
+			args:  []string{"validate", "-"},
+			want:  result{Code: exitValid, Stderr: "-:vo/a: warning: metadata.labels[ohmlab.fr/shard]: empty: no process reconciles this object (the controller's process without a shard takes only objects without the label); remove the label or name a shard of targets.vault.shards\n"},
+		},
+		{
 			name:  "empty standard input is unreadable, not valid",
 			stdin: " \n\n",
 			args:  []string{"validate", "-"},
