@@ -194,6 +194,11 @@ func (an *analyser) walk(prefix string, m map[string]any, valid bool) {
 			if ok {
 				an.nodes[path] = true
 			}
+			if len(v) == 0 {
+				// A leaf-less node declares nothing: KV v2 holds values,
+				// and nothing is written for it.
+				an.a.Warnings = append(an.a.Warnings, Problem{Key: path, Message: "is an empty map: it declares no key, so nothing is written for it; give it keys, or \"\" for a value filled by hand"})
+			}
 			an.walk(path, v, ok)
 		case string:
 			l, err := ParseLeaf(v)
