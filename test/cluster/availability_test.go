@@ -1,0 +1,258 @@
+package cluster
+
+import (
+	"context"
+	"encoding/pem"
+	"fmt"
+	"maps"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+)
+
+// handoverMargin is added to the lease duration for a change made while
+// the leader goes away to be in Vault: the new leader's retry period,
+// one reconcile (a bcrypt hash), the watch, on a loaded machine.
+const handoverMargin = 15 * time.Second
+
+// rollingUpdate: with the PodDisruptionBudget letting one pod go at a
+// time, a `helm upgrade` that changes a pod annotation replaces both
+// replicas, and every admission sent meanwhile is answered by the webhook.
+func (e *env) rollingUpdate(t *testing.T) {
+	ctx := t.Context()
+	pdb := &policyv1.PodDisruptionBudget{}
+	err := WaitFor(ctx, "PodDisruptionBudget "+e.dep.Name+" to allow one disruption of two healthy pods", time.Second, time.Minute,
+		func(ctx context.Context) (bool, string, error) {
+			if err := e.c.Client.Get(ctx, client.ObjectKeyFromObject(e.dep), pdb); err != nil {
+				return false, err.Error(), nil
+			}
+			st := pdb.Status
+			return st.ExpectedPods == 2 && st.CurrentHealthy == 2 && st.DisruptionsAllowed == 1,
+				fmt.Sprintf("expected %d, healthy %d, disruptions allowed %d", st.ExpectedPods, st.CurrentHealthy, st.DisruptionsAllowed), nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	before, err := DeploymentPods(ctx, e.c, e.deployment(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := map[string]bool{}
+	for _, p := range before {
+		old[p.Name] = true
+	}
+	valid, err := LoadSample(keycloakFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	valid.SetName("admission-probe")
+	if err := unstructured.SetNestedField(valid.Object, "ohmlab/platforms/production/core/admission-probe", "spec", "path"); err != nil {
+		t.Fatal(err)
+	}
+	bad, err := LoadSample(brokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := StartAdmissionProbe(e.c, valid, bad, brokenRefusal, 250*time.Millisecond)
+	stopped := false
+	defer func() {
+		if !stopped {
+			probe.Stop()
+		}
+	}()
+
+	values := maps.Clone(e.values)
+	values["podAnnotations"] = map[string]any{"ohmlab.fr/e2e-rollout": time.Now().UTC().Format(time.RFC3339Nano)}
+	rel, err := e.helm.Upgrade(ctx, values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("helm upgrade: release %s revision %d %s; rolling out", rel.Name, rel.Version, rel.Info.Status)
+	rolledOut := RolledOut(e.c, client.ObjectKeyFromObject(e.dep), old)
+	err = WaitFor(ctx, "the rollout to replace both pods", time.Second, 4*time.Minute, func(ctx context.Context) (bool, string, error) {
+		_ = e.logs.Keep(ctx) // the old pods' logs, before they go
+		return rolledOut(ctx)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := probe.Stop()
+	stopped = true
+	t.Logf("%d admission rounds (a valid and a bad VaultSeed each) during the rollout, %d failures", counts.Rounds, len(counts.Failures))
+	if len(counts.Failures) > 0 {
+		t.Errorf("admissions not answered by the webhook during the rollout:\n%s", strings.Join(counts.Failures, "\n"))
+	}
+	// Pods become Ready no sooner than their probe's initialDelaySeconds (5 s), so a rollout of
+	// two takes seconds: a handful of rounds means the probe did not cover it.
+	if counts.Rounds < 8 {
+		t.Errorf("only %d admission rounds during the rollout: the probe did not cover it", counts.Rounds)
+	}
+}
+
+// leaseHandover: `kubectl delete pod` of the Lease holder while the
+// keycloak example changes; the other replica takes the Lease and the
+// change is in Vault within the lease duration plus handoverMargin of the
+// delete.
+func (e *env) leaseHandover(t *testing.T) {
+	ctx := t.Context()
+	pods, err := DeploymentPods(ctx, e.c, e.deployment(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods) == 0 {
+		t.Fatalf("Deployment %s has no pods", e.dep.Name)
+	}
+	cfg, err := PodConfig(ctx, e.c, &pods[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaseNS := cfg.LeaderElection.Namespace
+	if leaseNS == "" {
+		leaseNS = Namespace
+	}
+	holder := func(ctx context.Context) (string, *coordinationv1.Lease, error) {
+		lease := &coordinationv1.Lease{}
+		if err := e.c.Client.Get(ctx, client.ObjectKey{Namespace: leaseNS, Name: LeaseName}, lease); err != nil {
+			return "", nil, err
+		}
+		// controller-runtime's identity is <hostname>_<uuid>; a pod's hostname is its name.
+		pod, _, _ := strings.Cut(deref(lease.Spec.HolderIdentity), "_")
+		return pod, lease, nil
+	}
+	leader, lease, err := holder(ctx)
+	if err != nil {
+		t.Fatalf("reading Lease %s/%s: %v", leaseNS, LeaseName, err)
+	}
+	var other string
+	for _, p := range pods {
+		if p.Name != leader && PodReady(&p) {
+			other = p.Name
+		}
+	}
+	if len(pods) != 2 || other == "" {
+		t.Fatalf("Lease %s is held by %q; want one of two Ready pods and the other to take over; pods: %s", LeaseName, deref(lease.Spec.HolderIdentity), DescribePods(pods))
+	}
+	_ = e.logs.Keep(ctx)
+
+	start := time.Now()
+	if out, err := e.c.Kubectl(ctx, "-n", Namespace, "delete", "pod", leader, "--wait=false"); err != nil {
+		t.Fatalf("kubectl delete pod %s: %v\n%s", leader, err, out)
+	}
+	const key = "clients.e2e-handover.clientSecret"
+	patch := []byte(`{"spec":{"data":{"clients":{"e2e-handover":{"clientSecret":"<random:24>"}}}}}`)
+	seed := &ohmlabv1alpha1.VaultSeed{ObjectMeta: metav1.ObjectMeta{Namespace: SeedNamespace, Name: keycloakName}}
+	if err := e.c.Client.Patch(ctx, seed, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatalf("changing VaultSeed %s while its leader goes away: %v", keycloakName, err)
+	}
+	budget := cfg.LeaderElection.LeaseDuration.Duration + handoverMargin
+	ready := SeedReady(e.c, SeedNamespace, keycloakName)
+	what := fmt.Sprintf("generation %d of %s (new key %s) reconciled into Vault, within the lease duration %s + %s of the delete",
+		seed.Generation, keycloakName, key, cfg.LeaderElection.LeaseDuration.Duration, handoverMargin)
+	err = WaitFor(ctx, what, 250*time.Millisecond, budget-time.Since(start), func(ctx context.Context) (bool, string, error) {
+		done, seen, err := ready(ctx)
+		if !done || err != nil {
+			return done, seen, err
+		}
+		flat, err := e.vault.ReadPath(ctx, keycloakPath)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		if _, ok := flat[key]; !ok {
+			return false, fmt.Sprintf("Ready, but %s has keys %v", keycloakPath, Keys(flat)), nil
+		}
+		e.secrets = append(e.secrets, Secret{What: keycloakPath + " " + key, Value: fmt.Sprint(flat[key])})
+		return true, "", nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	now, lease, err := holder(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now != other {
+		t.Fatalf("Lease %s is held by %q after the delete of %s; want the other replica %s", LeaseName, deref(lease.Spec.HolderIdentity), leader, other)
+	}
+	t.Logf("deleted the Lease holder %s: %s took the Lease and the change was in Vault %s after the delete (lease duration %s)",
+		leader, other, took.Round(100*time.Millisecond), cfg.LeaderElection.LeaseDuration.Duration)
+}
+
+// noSecretInLogs: the logs of every controller pod of the run (the ones
+// the rollout and the delete removed too) hold none of the generated
+// values nor the webhook's private key.
+func (e *env) noSecretInLogs(t *testing.T) {
+	ctx := t.Context()
+	if err := e.logs.Keep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	secrets := append([]Secret(nil), e.secrets...)
+	tlsKey, err := e.webhookKey(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets = append(secrets, tlsKey...)
+	logs := e.logs.Logs()
+	// Two pods at the install, two from the rollout, one replacing the deleted one.
+	if len(logs) < 5 || len(secrets) < 5 {
+		t.Fatalf("kept the logs of %d pods and %d secret values, want those of the whole run (5 pods, 5 values)", len(logs), len(secrets))
+	}
+	mentions := 0
+	for pod, l := range logs {
+		if strings.Contains(l, keycloakName) {
+			mentions++
+		}
+		for _, s := range secrets {
+			if strings.Contains(l, s.Value) {
+				t.Errorf("pod %s logged a secret value: %s", pod, s.What)
+			}
+		}
+	}
+	// The control: the logs searched are those of the pods that handled the values.
+	if mentions == 0 {
+		t.Errorf("no pod's logs mention %s: the logs searched are not those of the reconciles", keycloakName)
+	}
+}
+
+// webhookKey is the webhook's serving key, as lines of its PEM body.
+func (e *env) webhookKey(ctx context.Context) ([]Secret, error) {
+	var name string
+	for _, v := range e.dep.Spec.Template.Spec.Volumes {
+		if v.Secret != nil {
+			name = v.Secret.SecretName
+		}
+	}
+	s := &corev1.Secret{}
+	if err := e.c.Client.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: name}, s); err != nil {
+		return nil, fmt.Errorf("reading the webhook's Secret %q: %w", name, err)
+	}
+	block, _ := pem.Decode(s.Data["tls.key"])
+	if block == nil {
+		return nil, fmt.Errorf("Secret %s has no PEM tls.key", name)
+	}
+	var out []Secret
+	for i, line := range strings.Split(strings.TrimSpace(string(pem.EncodeToMemory(&pem.Block{Type: block.Type, Bytes: block.Bytes}))), "\n") {
+		if !strings.HasPrefix(line, "-----") {
+			out = append(out, Secret{What: fmt.Sprintf("the webhook's private key (Secret %s, line %d)", name, i), Value: line})
+		}
+	}
+	return out, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
