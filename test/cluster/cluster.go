@@ -36,9 +36,9 @@ type Settings struct {
 	// pods (OHMLAB_CLUSTER_NODE_IP): the Vault dev server listens there.
 	NodeIP string
 	// Image is the image reference imported into the node's containerd
-	// (OHMLAB_CLUSTER_IMAGE, repository:tag), ImageDigest the digest of the
-	// index `make image` built (OHMLAB_CLUSTER_IMAGE_DIGEST, sha256:...).
-	Image, ImageDigest string
+	// (OHMLAB_CLUSTER_IMAGE, repository:tag), ImageLayout the OCI layout
+	// `make image` built it into (OHMLAB_CLUSTER_IMAGE_LAYOUT, dist/oci).
+	Image, ImageLayout string
 }
 
 // SettingsFromEnv reads the Settings, naming every variable that is
@@ -49,7 +49,7 @@ func SettingsFromEnv() (Settings, error) {
 		NodeExec:    strings.Fields(os.Getenv("OHMLAB_CLUSTER_NODE_EXEC")),
 		NodeIP:      os.Getenv("OHMLAB_CLUSTER_NODE_IP"),
 		Image:       os.Getenv("OHMLAB_CLUSTER_IMAGE"),
-		ImageDigest: strings.TrimSpace(os.Getenv("OHMLAB_CLUSTER_IMAGE_DIGEST")),
+		ImageLayout: os.Getenv("OHMLAB_CLUSTER_IMAGE_LAYOUT"),
 	}
 	var missing []string
 	for name, v := range map[string]bool{
@@ -57,7 +57,7 @@ func SettingsFromEnv() (Settings, error) {
 		"OHMLAB_CLUSTER_NODE_EXEC":    len(s.NodeExec) > 0,
 		"OHMLAB_CLUSTER_NODE_IP":      s.NodeIP != "",
 		"OHMLAB_CLUSTER_IMAGE":        s.Image != "",
-		"OHMLAB_CLUSTER_IMAGE_DIGEST": s.ImageDigest != "",
+		"OHMLAB_CLUSTER_IMAGE_LAYOUT": s.ImageLayout != "",
 	} {
 		if !v {
 			missing = append(missing, name)

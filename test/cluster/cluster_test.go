@@ -55,7 +55,7 @@ func TestChartOnANode(t *testing.T) {
 		{"keycloak example Ready", env.keycloakReady},
 		{"projected Vault token at the config's tokenFile", env.vaultToken},
 		{"rolling update answers every admission", env.rollingUpdate},
-		{"Lease holder deleted: the other replica reconciles within the lease duration", env.leaseHandover},
+		{"Lease holder deleted: another replica reconciles within the lease duration", env.leaseHandover},
 		{"no secret value in pod logs", env.noSecretInLogs},
 	} {
 		if !t.Run(step.name, step.run) {

@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -105,6 +106,9 @@ func (l *LogBook) Keep(ctx context.Context) error {
 				continue
 			}
 			s, err := l.read(ctx, p.Name, previous)
+			if apierrors.IsNotFound(err) {
+				continue // gone since the list: its logs are those kept last time
+			}
 			if err != nil {
 				errs = append(errs, fmt.Sprintf("%s: %v", p.Name, err))
 				continue

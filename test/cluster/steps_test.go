@@ -37,10 +37,15 @@ func (e *env) podsReady(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	imageID, err := ImageID(e.c.ImageLayout)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, p := range pods {
 		cs := p.Status.ContainerStatuses
-		if len(cs) != 1 || cs[0].Image != e.c.Image || !strings.HasSuffix(cs[0].ImageID, "@"+e.c.ImageDigest) {
-			t.Errorf("pod %s runs %+v, want the one container of image %s, digest %s (the index make image built)", p.Name, imageOf(cs), e.c.Image, e.c.ImageDigest)
+		if len(cs) != 1 || cs[0].Image != e.c.Image || cs[0].ImageID != imageID {
+			t.Errorf("pod %s runs %v, want the one container of image %s, image ID %s (the config of make image's linux image in %s)",
+				p.Name, imageOf(cs), e.c.Image, imageID, e.c.ImageLayout)
 		}
 	}
 
