@@ -113,7 +113,7 @@ func (e *env) leaseHandover(t *testing.T) {
 	if len(pods) == 0 {
 		t.Fatalf("Deployment %s has no pods", e.dep.Name)
 	}
-	cfg, err := PodConfig(ctx, e.c, &pods[0])
+	cfg, err := PodConfig(ctx, e.c, &pods[0]) // the Lease's namespace and duration
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,18 +130,37 @@ func (e *env) leaseHandover(t *testing.T) {
 		pod, _, _ := strings.Cut(deref(lease.Spec.HolderIdentity), "_")
 		return pod, lease, nil
 	}
-	leader, lease, err := holder(ctx)
-	if err != nil {
-		t.Fatalf("reading Lease %s/%s: %v", leaseNS, LeaseName, err)
-	}
-	var other string
-	for _, p := range pods {
-		if p.Name != leader && PodReady(&p) {
-			other = p.Name
+	// The rollout's last old pod released the Lease as it stopped: wait
+	// until one of the two current replicas holds it.
+	var leader, other string
+	what := fmt.Sprintf("Lease %s/%s held by one of the two Ready replicas, the other one Ready", leaseNS, LeaseName)
+	err = WaitFor(ctx, what, 250*time.Millisecond, time.Minute, func(ctx context.Context) (bool, string, error) {
+		h, lease, err := holder(ctx)
+		if err != nil {
+			return false, err.Error(), nil
 		}
-	}
-	if len(pods) != 2 || other == "" {
-		t.Fatalf("Lease %s is held by %q; want one of two Ready pods and the other to take over; pods: %s", LeaseName, deref(lease.Spec.HolderIdentity), DescribePods(pods))
+		pods, err := DeploymentPods(ctx, e.c, e.deployment(t))
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		seen := fmt.Sprintf("held by %q; pods: %s", deref(lease.Spec.HolderIdentity), DescribePods(pods))
+		ready := map[string]bool{}
+		for i := range pods {
+			ready[pods[i].Name] = PodReady(&pods[i])
+		}
+		if len(pods) != 2 || !ready[h] {
+			return false, seen, nil
+		}
+		for name, ok := range ready {
+			if name != h && ok {
+				leader, other = h, name
+				return true, seen, nil
+			}
+		}
+		return false, seen, nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	_ = e.logs.Keep(ctx)
 
@@ -153,7 +172,7 @@ func (e *env) leaseHandover(t *testing.T) {
 		t.Fatalf("kubectl delete pod %s: %v\n%s", leader, err, out)
 	}
 	var now string
-	what := fmt.Sprintf("Lease %s to move from the deleted %s to a running replica", LeaseName, leader)
+	what = fmt.Sprintf("Lease %s to move from the deleted %s to a running replica", LeaseName, leader)
 	err = WaitFor(ctx, what, 250*time.Millisecond, budget, func(ctx context.Context) (bool, string, error) {
 		_ = e.logs.Keep(ctx) // what the deleted pod logs until it goes
 		h, lease, err := holder(ctx)
@@ -250,6 +269,11 @@ func (e *env) noSecretInLogs(t *testing.T) {
 	if mentions == 0 {
 		t.Errorf("no pod's logs mention %s: the logs searched are not those of the reconciles", keycloakName)
 	}
+	size := 0
+	for _, l := range logs {
+		size += len(l)
+	}
+	t.Logf("searched the logs of %d pods (%d bytes, %d mention %s) for %d secret values", len(logs), size, mentions, keycloakName, len(secrets))
 }
 
 // webhookKey is the webhook's serving key, as lines of its PEM body.
