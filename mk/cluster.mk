@@ -6,14 +6,18 @@ CLUSTER_DIR      ?= $(CURDIR)/.cluster
 CLUSTER          := $(CLUSTER_DIR)/bin/cluster
 CLUSTER_TIMEOUT  ?= 2m
 NODE_BINS        := $(BIN)/k8s/kubelet $(BIN)/k8s/kube-controller-manager $(BIN)/k8s/kube-scheduler $(BIN)/k8s/kube-proxy
-CLUSTER_DEBS     := containerd runc containernetworking-plugins iptables conntrack
+TEST_MODULES     += hack/cluster
+CLUSTER_DEBS     := containerd runc containernetworking-plugins iptables conntrack iproute2
 # The node binaries carry their release, as the Node object and /version show it.
 K8S_VERSION      := v1.37.2
 NODE_LDFLAGS     := -s -w -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
                     -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37
 
-$(NODE_BINS): $(BIN)/k8s/%: $(K8S_MOD)
+# go build leaves an up-to-date binary untouched: touch it, or make would ask go again every time.
+# (K8S_MOD is defined after the mk/ files are included: name the files here.)
+$(NODE_BINS): $(BIN)/k8s/%: test/tools/k8s/go.mod test/tools/k8s/go.sum
 	cd test/tools/k8s && go build -trimpath -ldflags='$(NODE_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/$*
+	@touch $@
 
 .PHONY: node-bins
 node-bins: $(NODE_BINS) ## Build kubelet, kube-controller-manager, kube-scheduler, kube-proxy into bin/k8s.
@@ -36,7 +40,7 @@ cluster: cluster-deps $(NODE_BINS) $(CLUSTER) ## Bring the node up (root; ~15 s)
 
 .PHONY: cluster-down
 cluster-down: $(CLUSTER) ## Take the node down and put the host back (sysctls, namespaces, mounts, directories).
-	@$(CLUSTER) down
+	@$(CLUSTER) down -dir $(CLUSTER_DIR)
 
 .PHONY: cluster-load
 cluster-load: $(CLUSTER) ## Import ARCHIVE (docker or OCI archive) into the node's containerd; NAME=repo for a tag-only OCI index.

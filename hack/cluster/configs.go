@@ -220,11 +220,8 @@ func KubeletConfig(l Layout, f KubeletFiles) ([]byte, error) {
 			"imagefs.available": "1%",
 		},
 		// Without CAP_SYS_RESOURCE the kubelet cannot lower its own score.
-		OOMScoreAdj:           ptr.To[int32](0),
-		FailSwapOn:            ptr.To(false),
-		RotateCertificates:    false,
-		ServerTLSBootstrap:    false,
-		ProtectKernelDefaults: false,
+		OOMScoreAdj: ptr.To[int32](0),
+		FailSwapOn:  ptr.To(false),
 	}
 	return yaml.Marshal(c)
 }

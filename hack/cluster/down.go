@@ -12,12 +12,14 @@ import (
 	"time"
 )
 
-// Down takes the cluster down, whichever checkout brought it up: it stops
-// every process, unmounts, deletes the network namespace and the cgroups,
-// restores the sysctls, removes the host directories up created and the
-// state directory (but bin/ and logs/). Taking down a machine with no
-// cluster up succeeds.
-func Down(log io.Writer) error {
+// Down takes down the cluster brought up with the state directory l: it
+// stops every process, unmounts, deletes the network namespace and the
+// cgroups, restores the sysctls, removes the host directories up created and
+// the state directory (but bin/ and logs/). Taking down a machine with no
+// cluster up succeeds. A cluster brought up from another state directory
+// (another checkout's, on a shared machine) is left alone: its user may be
+// running tests on it.
+func Down(l Layout, log io.Writer) error {
 	return withLock(func() error {
 		rec, err := readRecord()
 		if errors.Is(err, fs.ErrNotExist) {
@@ -26,6 +28,9 @@ func Down(log io.Writer) error {
 		}
 		if err != nil {
 			return err
+		}
+		if rec.Dir != l.Dir {
+			return fmt.Errorf("%w from %s, not %s: take it down from there (cluster down -dir %s)", errClusterUp, rec.Dir, l.Dir, rec.Dir)
 		}
 		return teardown(rec, log)
 	})
@@ -75,7 +80,7 @@ func teardown(rec *Record, log io.Writer) error {
 		for _, root := range roots[1:] {
 			step("removing "+root, os.RemoveAll(root))
 		}
-		step("cleaning "+l.Dir, cleanState(l))
+		step("cleaning "+l.Dir, cleanState(l, Survivors...))
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
@@ -87,8 +92,8 @@ func teardown(rec *Record, log io.Writer) error {
 	return nil
 }
 
-// cleanState removes the state directory but Survivors.
-func cleanState(l Layout) error {
+// cleanState removes the state directory's entries but keep.
+func cleanState(l Layout, keep ...string) error {
 	entries, err := os.ReadDir(l.Dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -97,7 +102,7 @@ func cleanState(l Layout) error {
 		return err
 	}
 	for _, e := range entries {
-		if slices.Contains(Survivors, e.Name()) {
+		if slices.Contains(keep, e.Name()) {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Join(l.Dir, e.Name())); err != nil {

@@ -275,14 +275,14 @@ func cgroupDirs(name string) ([]string, error) {
 	return dirs, nil
 }
 
-// JoinDaemonCgroup moves the calling process into DaemonCgroup, so that
-// every daemon up starts (and what they start) is found there by down.
-func JoinDaemonCgroup() error {
+// AddToDaemonCgroup moves a process into DaemonCgroup's tracking cgroup,
+// where what it starts later (containerd's shims) is found by down too.
+func AddToDaemonCgroup(pid int) error {
 	dir := filepath.Join(CgroupRoot, TrackingHierarchy, DaemonCgroup)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0o644)
+	return os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644)
 }
 
 // CgroupPIDs lists the processes in name's tracking cgroup and its

@@ -3,7 +3,7 @@
 // cluster-load):
 //
 //	cluster up   [-dir DIR] [-k8s-bin DIR] [-pause FILE] [-timeout D]
-//	cluster down
+//	cluster down [-dir DIR]
 //	cluster load [-dir DIR] [-name BASE] ARCHIVE...
 //	cluster exec -- COMMAND [ARG...]
 //
@@ -19,7 +19,9 @@
 //
 //   - kubeconfig: DIR/kubeconfig (make cluster: .cluster/kubeconfig),
 //     cluster-admin (system:masters), server https://10.77.0.2:6443, the
-//     serving certificate's CA embedded. It works from the host.
+//     serving certificate's CA embedded (also DIR/pki/ca.crt, which the
+//     ServiceAccounts' ca.crt holds too). It works from the host. The
+//     ServiceAccount issuer is https://kubernetes.default.svc.cluster.local.
 //   - node: ohmlab-node, InternalIP 10.77.0.2; pod CIDR 10.244.0.0/24;
 //     Service CIDR 10.96.0.0/24 (kubernetes Service 10.96.0.1). The host
 //     routes both ranges through the node: a process on the host reaches
@@ -39,7 +41,8 @@
 //
 // One cluster runs on a machine at a time: up refuses while
 // /run/ohmlab-cluster.json (the record of what up found on the host)
-// exists. down puts the host back: the kubelet's sysctls, the network
+// exists, and down takes down only the cluster of its own -dir (another
+// checkout's is someone else's). down puts the host back: the kubelet's sysctls, the network
 // namespace, every process (the daemons' and the kubepods cgroups), every
 // mount, the host directories the node created; a failed up takes itself
 // down the same way.
@@ -107,7 +110,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
-		return Down(stderr)
+		l, err := abs()
+		if err != nil {
+			return err
+		}
+		return Down(l, stderr)
 	case "load":
 		base := fs.String("name", "", "repository for an OCI archive whose images carry only a tag (e.g. ghcr.io/ohmlab/ohmlab-controller)")
 		if err := fs.Parse(args[1:]); err != nil {

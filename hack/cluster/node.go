@@ -70,9 +70,6 @@ func (l Layout) Images() string         { return l.path("images") }
 
 // ContainerdSocket is containerd's CRI and API socket (ctr -a).
 func (l Layout) ContainerdSocket() string { return l.path("run", "containerd.sock") }
-func (l Layout) PIDFile(name string) string {
-	return l.path("run", name+".pid")
-}
 
 // Survivors are the entries of Dir that a down keeps.
 var Survivors = []string{"bin", "logs"}

@@ -20,8 +20,8 @@ type Daemon struct {
 }
 
 // Start starts d on the node's network, detached from the caller (its own
-// session, stdin from /dev/null, output to logs/NAME.log), and writes its
-// PID file. The process outlives up; down stops it.
+// session, stdin from /dev/null, output to logs/NAME.log). The process
+// outlives up; down stops it.
 func (d Daemon) Start(l Layout) (*os.Process, error) {
 	log, err := os.OpenFile(filepath.Join(l.Logs(), d.Name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -35,9 +35,6 @@ func (d Daemon) Start(l Layout) (*os.Process, error) {
 		return nil, fmt.Errorf("starting %s: %w", d.Name, err)
 	}
 	// nsenter execs the daemon in place: the PID is the daemon's.
-	if err := os.WriteFile(l.PIDFile(d.Name), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
-		return nil, err
-	}
 	// Reap it if it dies while up still runs, so that Alive sees it gone.
 	go func() { _ = cmd.Wait() }()
 	return cmd.Process, nil

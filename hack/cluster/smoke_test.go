@@ -10,9 +10,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -67,7 +69,7 @@ func TestSmoke(t *testing.T) {
 	upTime := time.Since(start)
 	down := func() time.Duration {
 		start := time.Now()
-		if err := Down(testLog{t}); err != nil {
+		if err := Down(l, testLog{t}); err != nil {
 			t.Errorf("down: %v", err)
 		}
 		return time.Since(start)
@@ -86,6 +88,10 @@ func TestSmoke(t *testing.T) {
 	second := Layout{Dir: filepath.Join(tmp, "second")}
 	if _, err := Up(ctx, Options{Layout: second, K8sBin: k8sBin, Pause: pause, Timeout: time.Minute, Log: testLog{t}}); !errors.Is(err, errClusterUp) {
 		t.Errorf("a second up: got %v, want %v", err, errClusterUp)
+	}
+	// ...nor does a down from another state directory take it down.
+	if err := Down(second, testLog{t}); !errors.Is(err, errClusterUp) {
+		t.Errorf("a down from another state directory: got %v, want %v", err, errClusterUp)
 	}
 
 	start = time.Now()
@@ -129,7 +135,7 @@ func TestSmokeFailedUp(t *testing.T) {
 	before := snapshotHost(t, l)
 	_, err = Up(t.Context(), Options{Layout: l, K8sBin: broken, Pause: pause, Timeout: time.Minute, Log: testLog{t}})
 	if err == nil {
-		_ = Down(testLog{t})
+		_ = Down(l, testLog{t})
 		t.Fatal("up with a kubelet that exits succeeded")
 	}
 	if !strings.Contains(err.Error(), "kubelet exited") || !strings.Contains(err.Error(), "broken on purpose") {
@@ -228,6 +234,7 @@ func runWorkload(ctx context.Context, t *testing.T, l Layout, helloBinary string
 	pool.AppendCertsFromPEM(ca.PEM)
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	url := "https://" + net.JoinHostPort(svc.Spec.ClusterIP, "443") + "/"
+	var last error
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		res, err := hc.Get(url)
 		if err != nil {
@@ -238,6 +245,47 @@ func runWorkload(ctx context.Context, t *testing.T, l Layout, helloBinary string
 		return err == nil && string(b) == "hello\n", nil
 	}); err != nil {
 		t.Errorf("GET %s from the host: %v", url, err)
+	}
+
+	// From the pod: kube-apiserver through the kubernetes Service, with
+	// the pod's ServiceAccount token (what the controller does).
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		res, err := hc.Get(url + "kubernetes")
+		if err != nil {
+			return false, nil
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		if err != nil || res.StatusCode != http.StatusOK {
+			last = fmt.Errorf("%s: %s", res.Status, b)
+			return false, nil
+		}
+		return strings.Contains(string(b), `"gitVersion"`), nil
+	}); err != nil {
+		t.Errorf("kube-apiserver's /version from the pod through the kubernetes Service: %v (last: %v)", err, last)
+	}
+
+	// From the pod: a server on the host bound to the host's end of the
+	// link (where the end-to-end test may run Vault).
+	ln, err := net.Listen("tcp", net.JoinHostPort(HostIP.Addr().String(), "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostSrv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "from the host") })}
+	go func() { _ = hostSrv.Serve(ln) }()
+	defer hostSrv.Close()
+	getURL := url + "get?url=" + neturl.QueryEscape("http://"+ln.Addr().String()+"/")
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		res, err := hc.Get(getURL)
+		if err != nil {
+			return false, nil
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		last = fmt.Errorf("%s: %s", res.Status, b)
+		return err == nil && string(b) == "from the host", nil
+	}); err != nil {
+		t.Errorf("a server on the host at %s from the pod: %v (last: %v)", ln.Addr(), err, last)
 	}
 
 	// From kube-apiserver: a validating webhook served by the Service.
@@ -262,7 +310,6 @@ func runWorkload(ctx context.Context, t *testing.T, l Layout, helloBinary string
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var last error
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		_, last = c.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 			GenerateName: "refused-", Labels: map[string]string{"smoke": "refuse"},
@@ -309,9 +356,12 @@ type hostState struct {
 	Paths map[string]bool
 	// Mounts are every mount point of the host's mount namespace.
 	Mounts []string
-	// Links are the host's network interfaces; Routes its routing table.
-	Links  []string
-	Routes string
+	// Links are the host's network interfaces; Routes its routing table;
+	// Ruleset its iptables rules (iptables-save, without the timestamps
+	// and counters).
+	Links   []string
+	Routes  string
+	Ruleset string
 	// Cgroups are the kubepods and daemon cgroups in any hierarchy.
 	Cgroups []string
 	// Processes are those whose command line names the state directory
@@ -345,6 +395,14 @@ func snapshotHost(t *testing.T, l Layout) hostState {
 		t.Fatal(err)
 	}
 	s.Routes = string(out)
+	if out, err = exec.Command("iptables-save").Output(); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if !strings.HasPrefix(line, "#") {
+			s.Ruleset += counters.ReplaceAllString(line, "") + "\n"
+		}
+	}
 	for _, c := range []string{KubepodsCgroup, DaemonCgroup} {
 		dirs, err := cgroupDirs(c)
 		if err != nil {
@@ -355,6 +413,9 @@ func snapshotHost(t *testing.T, l Layout) hostState {
 	s.Processes = processesNaming(t, l.Dir)
 	return s
 }
+
+// counters are iptables-save's packet and byte counts.
+var counters = regexp.MustCompile(`\[\d+:\d+\]`)
 
 func processesNaming(t *testing.T, s string) []string {
 	t.Helper()

@@ -94,8 +94,19 @@ func Up(ctx context.Context, o Options) (kubeconfig string, err error) {
 		}
 	}()
 	start := time.Now()
-	if err := cleanStateDir(o.Layout, true); err != nil {
+	// A previous run's mounts (a kubelet subPath binds a host directory
+	// under the kubelet's root) must go before anything is removed.
+	if err := Unmount([]string{o.Dir}); err != nil {
 		return "", err
+	}
+	// The previous run's logs go too; bin/ (built by make) stays.
+	if err := cleanState(o.Layout, "bin"); err != nil {
+		return "", err
+	}
+	for _, d := range []string{o.Dir, o.PKI(), o.Config(), o.CNIConfDir(), o.Logs(), o.Run(), o.Images()} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return "", err
+		}
 	}
 	files, err := writeFiles(o.Layout)
 	if err != nil {
@@ -112,12 +123,12 @@ func Up(ctx context.Context, o Options) (kubeconfig string, err error) {
 			return err
 		}
 		started[dm.Name] = p.Pid
-		// Into the tracking cgroup at once: what it starts later
-		// (containerd's shims) is found there by down.
-		return os.WriteFile(filepath.Join(CgroupRoot, TrackingHierarchy, DaemonCgroup, "cgroup.procs"), []byte(strconv.Itoa(p.Pid)), 0o644)
-	}
-	if err := os.MkdirAll(filepath.Join(CgroupRoot, TrackingHierarchy, DaemonCgroup), 0o755); err != nil {
-		return "", err
+		if err := AddToDaemonCgroup(p.Pid); err != nil {
+			// Untracked, down would not find it.
+			_ = p.Kill()
+			return fmt.Errorf("tracking %s: %w", dm.Name, err)
+		}
+		return nil
 	}
 	for _, name := range []string{"etcd", "containerd", "kube-apiserver"} {
 		if err := startOne(d[name]); err != nil {
@@ -153,33 +164,6 @@ func Up(ctx context.Context, o Options) (kubeconfig string, err error) {
 	}
 	o.logf("node %s Ready in %s; kube-apiserver %s; pods %s, Services %s", NodeName, time.Since(start).Round(100*time.Millisecond), APIServerURL(), PodCIDR, ServiceCIDR)
 	return o.Kubeconfig(), nil
-}
-
-// cleanStateDir removes the state directory's contents but Survivors (and,
-// at up, the previous run's logs too).
-func cleanStateDir(l Layout, logsToo bool) error {
-	entries, err := os.ReadDir(l.Dir)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	for _, e := range entries {
-		keep := false
-		for _, s := range Survivors {
-			keep = keep || e.Name() == s
-		}
-		if keep && !(logsToo && e.Name() == "logs") {
-			continue
-		}
-		if err := os.RemoveAll(filepath.Join(l.Dir, e.Name())); err != nil {
-			return err
-		}
-	}
-	for _, d := range []string{l.Dir, l.PKI(), l.Config(), l.CNIConfDir(), l.Logs(), l.Run(), l.Images()} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // files are the paths writeFiles wrote.

@@ -1,6 +1,7 @@
-// Builds the Kubernetes control-plane binaries the tests run (kube-apiserver,
-// kubectl, etcd). Kept apart from the main module: its dependency graph is
-// Kubernetes' own and must not leak into ours.
+// Builds the Kubernetes binaries the tests run: kube-apiserver, kubectl and
+// etcd (envtest), and kubelet, kube-controller-manager, kube-scheduler and
+// kube-proxy (make cluster). Kept apart from the main module: its dependency
+// graph is Kubernetes' own and must not leak into ours.
 module github.com/ohmlab/ohmlab-controller/test/tools/k8s
 
 go 1.26.0
