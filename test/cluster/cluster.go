@@ -9,6 +9,7 @@ package cluster
 import (
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -64,6 +65,7 @@ func SettingsFromEnv() (Settings, error) {
 		}
 	}
 	if len(missing) > 0 {
+		sort.Strings(missing)
 		return s, fmt.Errorf("%s not set: run the test with `make test-cluster`, which brings up the node and sets them", strings.Join(missing, ", "))
 	}
 	return s, nil
