@@ -55,6 +55,7 @@ func TestChartOnANode(t *testing.T) {
 		{"keycloak example Ready", env.keycloakReady},
 		{"projected Vault token at the config's tokenFile", env.vaultToken},
 		{"rolling update answers every admission", env.rollingUpdate},
+		{"drain evicts one pod at a time and answers every admission", env.drain},
 		{"Lease holder deleted: another replica reconciles within the lease duration", env.leaseHandover},
 		{"no secret value in pod logs", env.noSecretInLogs},
 	} {
