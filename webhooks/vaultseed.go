@@ -66,7 +66,8 @@ func NewWebhook(scheme *runtime.Scheme, reader client.Reader, namespaces []strin
 // and a change of spec.path; it returns internal/validate's warnings (a
 // template with white space around it, written as text; a rotate block that
 // regenerates nothing; a changed value the controller keeps) as admission
-// warnings, which kubectl prints. A related object whose spec.data cannot
+// warnings, which kubectl prints, and one for an empty ohmlab.fr/shard label
+// (no process reconciles the object). A related object whose spec.data cannot
 // be decoded is an internal error, not an admission: a cycle through it
 // could not be seen. It never blocks a DELETE, a status update, an
 // update of an object being deleted (finalizer removal), or an update that
@@ -96,6 +97,19 @@ func AllowDelete(allowed bool) Option {
 // without allowDelete (product document, "Deletion").
 const deleteNotAllowed = "spec.deletionPolicy: Delete is not allowed by this controller (its chart leaves targets.vault.allowDelete false): the object will be Stalled with reason Forbidden and its path will never be deleted; set targets.vault.allowDelete: true in the controller's chart, or use deletionPolicy: Retain"
 
+// emptyShard is the warning of an empty ohmlab.fr/shard label: the process
+// without a shard takes only objects without the label, and a shard's name
+// is never empty, so no process reconciles the object (issue 13).
+const emptyShard = "metadata.labels[" + ohmlabv1alpha1.ShardLabel + "]: empty: no process reconciles this object (the controller's process without a shard takes only objects without the label); remove the label or name a shard of targets.vault.shards"
+
+// shardWarnings are the warnings of the object's shard label.
+func shardWarnings(seed *ohmlabv1alpha1.VaultSeed) admission.Warnings {
+	if shard, ok := seed.Labels[ohmlabv1alpha1.ShardLabel]; ok && shard == "" {
+		return admission.Warnings{emptyShard}
+	}
+	return nil
+}
+
 var _ admission.Validator[*ohmlabv1alpha1.VaultSeed] = &Validator{}
 
 // ValidateCreate analyses a new object with the objects it relates to.
@@ -110,8 +124,13 @@ func (v *Validator) ValidateUpdate(ctx context.Context, old, seed *ohmlabv1alpha
 	if req, err := admission.RequestFromContext(ctx); err == nil && req.SubResource != "" {
 		return nil, nil
 	}
-	if !seed.DeletionTimestamp.IsZero() || equality.Semantic.DeepEqual(old.Spec, seed.Spec) {
+	if !seed.DeletionTimestamp.IsZero() {
 		return nil, nil
+	}
+	if equality.Semantic.DeepEqual(old.Spec, seed.Spec) {
+		// Metadata only, such as a move to another shard: admitted, with a
+		// warning when the shard label is empty.
+		return shardWarnings(seed), nil
 	}
 	return v.validate(ctx, seed, old)
 }
@@ -130,7 +149,7 @@ func (v *Validator) validate(ctx context.Context, seed, old *ohmlabv1alpha1.Vaul
 		return nil, apierrors.NewInternalError(err)
 	}
 	verdict := validate.Seed(seed, old, others)
-	var warnings admission.Warnings
+	warnings := shardWarnings(seed)
 	for _, w := range verdict.Warnings {
 		warnings = append(warnings, w.String())
 	}

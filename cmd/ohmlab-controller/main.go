@@ -43,6 +43,7 @@ type flags struct {
 	webhookCertDir   string
 	logLevel         string
 	leaderElect      bool
+	shard            string
 	gracefulShutdown time.Duration
 }
 
@@ -54,7 +55,8 @@ func main() {
 	flag.IntVar(&f.webhookPort, "webhook-port", 9443, "Port of the admission webhook server; 0 turns it off.")
 	flag.StringVar(&f.webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory holding the webhook's tls.crt and tls.key; reloaded when they change.")
 	flag.StringVar(&f.logLevel, "log-level", "info", "Log level: debug, info, warn or error.")
-	flag.BoolVar(&f.leaderElect, "leader-elect", true, "Hold a Lease per target (ohmlab-controller-<target>) so that one replica reconciles.")
+	flag.BoolVar(&f.leaderElect, "leader-elect", true, "Hold a Lease per target (ohmlab-controller-<target>, or ohmlab-controller-<target>-<shard> for a target section that names a shard) so that one replica reconciles.")
+	flag.StringVar(&f.shard, "shard", "", "Run every target as this shard: reconcile only the objects labelled ohmlab.fr/shard=<shard>, under the Lease ohmlab-controller-<target>-<shard>, without the webhook (the same as shard: in each target's section of the config).")
 	flag.DurationVar(&f.gracefulShutdown, "graceful-shutdown-timeout", 30*time.Second, "How long in-flight reconciles may finish after SIGTERM.")
 	flag.Parse()
 
@@ -114,7 +116,7 @@ func run(ctx context.Context, f flags, log logr.Logger) error {
 	}
 	p := reconcilers.Process{
 		RestConfig: restConfig, Scheme: scheme, Registry: ctrlmetrics.Registry, Logger: log,
-		LeaderElection: f.leaderElect, GracefulShutdown: f.gracefulShutdown,
+		LeaderElection: f.leaderElect, GracefulShutdown: f.gracefulShutdown, Shard: f.shard,
 	}
 	if f.webhookPort != 0 {
 		p.Webhook = &webhook.Options{Port: f.webhookPort, CertDir: f.webhookCertDir}

@@ -223,6 +223,12 @@ func TestValidateInputs(t *testing.T) {
 			want:  result{Code: exitValid, Stderr: "-:vo/a: warning: spec.rotate: rotate has no keys and data declares no generated key (<random:N>, <hex:N>, <uuid>, <age:secret>): a new token regenerates nothing\n"},
 		},
 		{
+			name:  "a key given twice is a warning with its line",
+			stdin: "apiVersion: v1\nkind: ConfigMap\n---\n# Source: x\n" + vaultSeed("a", "  path: ohmlab/a\n  data:\n    user: <uuid>\n    user: <random:8>\n"),
+			args:  []string{"validate", "-"},
+			want:  result{Code: exitValid, Stderr: "-:vo/a: warning: line 14: key \"user\" is given twice in its mapping: kubectl applies only the last one\n"},
+		},
+		{
 			name:  "a misspelled kind is reported, not skipped",
 			stdin: "apiVersion: ohmlab.fr/v1alpha1\nkind: VaultSeeed\nmetadata: {name: a, namespace: vo}\nspec: {path: ohmlab/a}\n",
 			args:  []string{"validate", "-"},

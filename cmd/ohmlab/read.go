@@ -36,6 +36,9 @@ type object struct {
 	// of the wrong type, no name, an unknown version); an object with such
 	// problems is reported with them alone and left out of the analysis.
 	Problems []validate.Problem
+	// Warnings are what reading its document found legal but surprising:
+	// a key given twice, of which kubectl keeps only the last.
+	Warnings []validate.Problem
 }
 
 // readInputs reads every argument: "-" is standard input, a directory is
@@ -109,9 +112,37 @@ func readStream(file string, data []byte) ([]object, error) {
 		if err != nil {
 			return nil, syntaxError(file, d.line, err)
 		}
+		first := len(out)
 		out = appendObjects(out, file, d.line, j, "", 0)
+		dups := duplicateKeys(d)
+		for i := first; i < len(out); i++ {
+			out[i].Warnings = append(out[i].Warnings, dups...)
+		}
 	}
 	return out, nil
+}
+
+var duplicateKey = regexp.MustCompile(`line (\d+): key (".*") already set in map`)
+
+// duplicateKeys warns of the keys given twice in one mapping of d. kubectl
+// and the API server take the document without a word and keep the last
+// value, so a value written above it is silently dropped; the strict YAML
+// decoder of the same library names each one with its line.
+func duplicateKeys(d document) []validate.Problem {
+	_, err := yaml.YAMLToJSONStrict(d.text)
+	if err == nil {
+		return nil
+	}
+	var out []validate.Problem
+	for _, m := range duplicateKey.FindAllStringSubmatch(err.Error(), -1) {
+		n, convErr := strconv.Atoi(m[1])
+		if convErr != nil {
+			continue
+		}
+		out = append(out, validate.Problem{Message: fmt.Sprintf(
+			"line %d: key %s is given twice in its mapping: kubectl applies only the last one", d.line+n-1, m[2])})
+	}
+	return out
 }
 
 // document is one YAML document of a stream and the line it starts on.
