@@ -18,7 +18,7 @@ test-cluster: $(BIN)/k8s/kubectl $(BIN)/vault image cluster-deps $(NODE_BINS) $(
 	go -C $(CURDIR)/test/cluster test -c -o "$$tmp/cluster.test" .; \
 	kubeconfig=$$($(MAKE) -s --no-print-directory -C $(CURDIR) cluster) || exit 1; \
 	trap '$(MAKE) -s --no-print-directory -C $(CURDIR) cluster-down; rm -rf "$$tmp"' EXIT; \
-	$(MAKE) -s --no-print-directory -C $(CURDIR) cluster-load ARCHIVE=$(DIST)/$(IMAGE_NAME)-$(VERSION).oci.tar NAME=$(CLUSTER_IMAGE_REPO); \
+	$(MAKE) -s --no-print-directory -C $(CURDIR) cluster-load ARCHIVE=$(DIST)/$(IMAGE_NAME)-$(VERSION).oci.tar NAME=$(CLUSTER_IMAGE_REPO) || exit 1; \
 	cd $(CURDIR)/test/cluster && \
 	  OHMLAB_CLUSTER_KUBECONFIG=$$kubeconfig \
 	  OHMLAB_CLUSTER_NODE_EXEC="ip netns exec $(CLUSTER_NETNS)" \
