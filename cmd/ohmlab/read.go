@@ -37,7 +37,8 @@ type object struct {
 	// problems is reported with them alone and left out of the analysis.
 	Problems []validate.Problem
 	// Warnings are what reading its document found legal but surprising:
-	// a key given twice, of which kubectl keeps only the last.
+	// a key given twice, of which kubectl keeps only the last; an unquoted
+	// value that YAML 1.1 makes a boolean.
 	Warnings []validate.Problem
 }
 
@@ -119,9 +120,10 @@ func readStream(file string, data []byte) ([]object, error) {
 		}
 		first := len(out)
 		out = appendObjects(out, file, d.line, j, "", 0)
-		dups := duplicateKeys(d)
+		dups, booleans := duplicateKeys(d), booleanValues(d)
 		for i := first; i < len(out); i++ {
 			out[i].Warnings = append(out[i].Warnings, dups...)
+			out[i].Warnings = append(out[i].Warnings, booleans[validate.ID(out[i].Seed)]...)
 		}
 	}
 	return out, nil
