@@ -229,7 +229,7 @@ func TestValidateInputs(t *testing.T) {
 			want:  result{Code: exitValid, Stderr: "-:vo/a: warning: metadata.labels[ohmlab.fr/shard]: empty: no process reconciles this object (the controller's process without a shard takes only objects without the label); remove the label or name a shard of targets.vault.shards\n"},
 		},
 		{
-			name: "an unquoted YAML 1.1 boolean value is a warning with its line, in a List too",
+			name:  "an unquoted YAML 1.1 boolean value is a warning with its line, in a List too",
 			stdin: "apiVersion: v1\nkind: List\nitems:\n- apiVersion: ohmlab.fr/v1alpha1\n  kind: VaultSeed\n  metadata: {name: a, namespace: vo}\n  spec:\n    path: ohmlab/a\n    data:\n      country: NO\n      quoted: \"NO\"\n      flag: true\n      smtp: {tls: on}\n",
 			args:  []string{"validate", "-"},
 			want: result{Code: exitValid, Stderr: "-:vo/a: warning: spec.data.country: line 10: the unquoted NO is the boolean false for kubectl, Helm and Argo CD (YAML 1.1), and Vault gets false: quote it (\"NO\") if you meant the text\n" +
