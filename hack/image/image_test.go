@@ -458,7 +458,9 @@ func TestChartRunsTheImageAsItsUser(t *testing.T) {
 	if values.Image.Repository != Repository {
 		t.Errorf("chart image.repository %q, the image is %q", values.Image.Repository, Repository)
 	}
-	deployment, err := os.ReadFile(filepath.Join(chart, "templates", "deployment.yaml"))
+	// Every Deployment of the chart (one per process, one per shard) is
+	// rendered from this one template.
+	deployment, err := os.ReadFile(filepath.Join(chart, "templates", "_deployment.tpl"))
 	if err != nil {
 		t.Fatal(err)
 	}
