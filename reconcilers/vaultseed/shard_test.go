@@ -42,6 +42,29 @@ func TestShardPredicates(t *testing.T) {
 			}
 		})
 	}
+	// The process an object left marks it ShardChanged: the update passes
+	// in the shard the object joined, once, and nowhere else.
+	handed := func(shard, reason string) *ohmlabv1alpha1.VaultSeed {
+		o := obj(shard)
+		o.Status.Conditions = []metav1.Condition{{Type: ohmlabv1alpha1.ConditionReady, Status: metav1.ConditionUnknown, Reason: reason}}
+		return o
+	}
+	for _, tt := range []struct {
+		name     string
+		old, new *ohmlabv1alpha1.VaultSeed
+		want     bool
+	}{
+		{name: "marked ShardChanged, in the shard", old: handed("a", ohmlabv1alpha1.ReasonReconciled), new: handed("a", ohmlabv1alpha1.ReasonShardChanged), want: true},
+		{name: "already ShardChanged", old: handed("a", ohmlabv1alpha1.ReasonShardChanged), new: handed("a", ohmlabv1alpha1.ReasonShardChanged)},
+		{name: "marked ShardChanged, another shard's", old: handed("b", ohmlabv1alpha1.ReasonReconciled), new: handed("b", ohmlabv1alpha1.ReasonShardChanged)},
+		{name: "another status change", old: handed("a", ohmlabv1alpha1.ReasonShardChanged), new: handed("a", ohmlabv1alpha1.ReasonReconciled)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := moved.Update(event.UpdateEvent{ObjectOld: tt.old, ObjectNew: tt.new}); got != tt.want {
+				t.Errorf("moved = %v, want %v", got, tt.want)
+			}
+		})
+	}
 	if mine.Create(event.CreateEvent{Object: obj("b")}) || !mine.Create(event.CreateEvent{Object: obj("a")}) {
 		t.Error("a create passes only for the shard's objects")
 	}
@@ -50,5 +73,28 @@ func TestShardPredicates(t *testing.T) {
 	}
 	if !(&Reconciler{}).owns(obj("b")) {
 		t.Error("a reconciler without a selector owns every object")
+	}
+}
+
+func TestShardChangedMessage(t *testing.T) {
+	tests := []struct {
+		name     string
+		shard    string
+		labelled bool
+		want     string
+	}{
+		{name: "to a shard", shard: "b", labelled: true,
+			want: "labelled ohmlab.fr/shard=b: the process of shard b reconciles it now; until it does, this status is not kept up to date"},
+		{name: "to the process without a shard",
+			want: "no longer labelled ohmlab.fr/shard: the process without a shard reconciles it now; until it does, this status is not kept up to date"},
+		{name: "an empty label", labelled: true,
+			want: "labelled ohmlab.fr/shard with an empty value: no process reconciles it (remove the label or name a shard of targets.vault.shards); this status is not kept up to date"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := shardChangedMessage(tt.shard, tt.labelled); got != tt.want {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
 	}
 }
