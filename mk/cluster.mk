@@ -23,7 +23,8 @@ $(NODE_BINS): $(BIN)/k8s/%: test/tools/k8s/go.mod test/tools/k8s/go.sum
 node-bins: $(NODE_BINS) ## Build kubelet, kube-controller-manager, kube-scheduler, kube-proxy into bin/k8s.
 
 .PHONY: cluster-deps
-cluster-deps: ## Install containerd, runc, the CNI plugins, iptables and conntrack from Debian when missing.
+cluster-deps: ## Install containerd, runc, the CNI plugins, iptables, conntrack and iproute2 from Debian when missing (root).
+	@test "$$(id -u)" = 0 || { echo "make cluster needs root: it runs containerd and the kubelet and changes sysctls (README, \"A real node\")" >&2; exit 1; }
 	@missing=; for p in $(CLUSTER_DEBS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then echo "apt-get install$$missing" >&2; \
 	  apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >&2; fi
@@ -35,7 +36,7 @@ $(CLUSTER):
 	@CGO_ENABLED=0 go -C $(CURDIR)/hack/cluster build -trimpath -ldflags='-s -w' -o $(CLUSTER_DIR)/bin/pause ./cmd/pause
 
 .PHONY: cluster
-cluster: cluster-deps $(NODE_BINS) $(CLUSTER) ## Bring the node up (root; ~15 s) and print its kubeconfig's path (.cluster/kubeconfig).
+cluster: cluster-deps $(NODE_BINS) $(CLUSTER) ## Bring the node up (root; ~10 s) and print its kubeconfig's path (.cluster/kubeconfig).
 	@$(CLUSTER) up -dir $(CLUSTER_DIR) -k8s-bin $(BIN)/k8s -timeout $(CLUSTER_TIMEOUT)
 
 .PHONY: cluster-down

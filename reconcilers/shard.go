@@ -21,13 +21,14 @@ import (
 // checkShard checks a shard name. It is the value of the label
 // ohmlab.fr/shard, part of the Lease name and of the chart's Deployment name,
 // so it must be a DNS-1123 label (every one is also a valid label value).
+// The error names no key: the config's key or the flag is the caller's.
 func checkShard(target, shard string) error {
 	if shard == "" {
 		return nil
 	}
 	if errs := validation.IsDNS1123Label(shard); len(errs) > 0 {
-		return fmt.Errorf("targets.%s.shard: %q is not a valid shard name (the value of the label %s and part of the Lease name %s): %s",
-			target, shard, ohmlabv1alpha1.ShardLabel, LeaseName(target, shard), strings.Join(errs, "; "))
+		return fmt.Errorf("%q is not a valid shard name (the value of the label %s and part of the Lease name %s): %s",
+			shard, ohmlabv1alpha1.ShardLabel, LeaseName(target, shard), strings.Join(errs, "; "))
 	}
 	return nil
 }

@@ -134,7 +134,7 @@ func TestShardFlag(t *testing.T) {
 		{name: "the flag makes the target a shard", flag: "a", want: `vault: shard "a": a shard's process cannot serve the admission webhook`},
 		{name: "the same shard in both", flag: "a", section: "a", want: `vault: shard "a": a shard's process cannot serve the admission webhook`},
 		{name: "another shard in the section", flag: "a", section: "b", want: `vault: --shard "a" contradicts targets.vault.shard "b" of the config: set one of the two`},
-		{name: "not a DNS label", flag: "Shard_A", want: `--shard: targets.vault.shard: "Shard_A" is not a valid shard name`},
+		{name: "not a DNS label", flag: "Shard_A", want: `--shard: "Shard_A" is not a valid shard name`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := DefaultVaultConfig()

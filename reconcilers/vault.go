@@ -149,7 +149,7 @@ func LoadVaultConfig(section []byte) (VaultConfig, error) {
 	}
 	check(len(cfg.Namespaces) > 0, "namespaces: required: list the namespaces of the VaultSeeds")
 	if err := checkShard("vault", cfg.Shard); err != nil {
-		errs = append(errs, err.Error())
+		errs = append(errs, "targets.vault.shard: "+err.Error())
 	}
 	check(cfg.Backend.Address != "", "backend.address: required")
 	check(cfg.ResyncPeriod.Duration >= time.Second, "resyncPeriod: must be at least 1s")
@@ -209,6 +209,10 @@ func (cfg VaultConfig) NewManager(ctx context.Context, p Process) (manager.Manag
 	}
 	if p.Webhook != nil {
 		opts.WebhookServer = webhook.NewServer(*p.Webhook)
+	}
+	if p.LeaderElection && cfg.LeaderElection.Namespace == "" && !inPod() {
+		// controller-runtime would say "please specify LeaderElectionNamespace".
+		return nil, fmt.Errorf("vault: the Lease %s needs a namespace: set targets.vault.leaderElection.namespace in the config (or POD_NAMESPACE), or run with --leader-elect=false", LeaseName("vault", cfg.Shard))
 	}
 	mgr, err := ctrl.NewManager(p.RestConfig, opts)
 	if err != nil {
@@ -279,4 +283,11 @@ func (cfg VaultConfig) cacheOptions(selector labels.Selector, webhook bool) cach
 		opts.ByObject = map[client.Object]cache.ByObject{&ohmlabv1alpha1.VaultSeed{}: {Label: selector}}
 	}
 	return opts
+}
+
+// inPod reports whether the process runs in a pod, where controller-runtime
+// reads the Lease's default namespace from the ServiceAccount's mount.
+func inPod() bool {
+	_, err := os.Stat("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+	return err == nil
 }

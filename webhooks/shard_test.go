@@ -11,10 +11,12 @@ import (
 	"github.com/ohmlab/ohmlab-controller/webhooks"
 )
 
-// TestEmptyShardLabelWarns: an object whose ohmlab.fr/shard label is empty is
-// admitted with a warning (no process reconciles it), on a create and on an
-// update of its metadata only; a shard's name or no label gives none.
-func TestEmptyShardLabelWarns(t *testing.T) {
+// TestShardLabelWarns: an object whose ohmlab.fr/shard label is empty, or
+// not a shard name, is admitted with a warning (no process reconciles it), on
+// a create and on an update of its metadata only; a shard's name or no label
+// gives none.
+func TestShardLabelWarns(t *testing.T) {
+	const notAName = `metadata.labels[ohmlab.fr/shard]: "NoSuchShard" is not a shard name (a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')): no process can run it, so no process reconciles this object; name a shard of targets.vault.shards`
 	const warning = "metadata.labels[ohmlab.fr/shard]: empty: no process reconciles this object (the controller's process without a shard takes only objects without the label); remove the label or name a shard of targets.vault.shards"
 	labelled := func(labels map[string]string) *ohmlabv1alpha1.VaultSeed {
 		s := seed("a", "ohmlab/a", `{"k":"<random:8>"}`)
@@ -28,6 +30,8 @@ func TestEmptyShardLabelWarns(t *testing.T) {
 		wantWarnings []string
 	}{
 		{name: "create, empty label", op: admissionv1.Create, obj: labelled(map[string]string{ohmlabv1alpha1.ShardLabel: ""}), wantWarnings: []string{warning}},
+		{name: "create, not a shard name", op: admissionv1.Create, obj: labelled(map[string]string{ohmlabv1alpha1.ShardLabel: "NoSuchShard"}), wantWarnings: []string{notAName}},
+		{name: "moved to a label that is not a shard name", op: admissionv1.Update, obj: labelled(map[string]string{ohmlabv1alpha1.ShardLabel: "NoSuchShard"}), old: labelled(nil), wantWarnings: []string{notAName}},
 		{name: "create, a shard", op: admissionv1.Create, obj: labelled(map[string]string{ohmlabv1alpha1.ShardLabel: "a"})},
 		{name: "create, no label", op: admissionv1.Create, obj: labelled(nil)},
 		{name: "label emptied, spec unchanged", op: admissionv1.Update, obj: labelled(map[string]string{ohmlabv1alpha1.ShardLabel: ""}), old: labelled(map[string]string{ohmlabv1alpha1.ShardLabel: "a"}), wantWarnings: []string{warning}},

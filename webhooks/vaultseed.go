@@ -66,8 +66,8 @@ func NewWebhook(scheme *runtime.Scheme, reader client.Reader, namespaces []strin
 // and a change of spec.path; it returns internal/validate's warnings (a
 // template with white space around it, written as text; a rotate block that
 // regenerates nothing; a changed value the controller keeps) as admission
-// warnings, which kubectl prints, and one for an empty ohmlab.fr/shard label
-// (no process reconciles the object). A related object whose spec.data cannot
+// warnings, which kubectl prints, also the shard label's on an update of
+// metadata alone (a value no process can take). A related object whose spec.data cannot
 // be decoded is an internal error, not an admission: a cycle through it
 // could not be seen. It never blocks a DELETE, a status update, an
 // update of an object being deleted (finalizer removal), or an update that
@@ -97,17 +97,14 @@ func AllowDelete(allowed bool) Option {
 // without allowDelete (product document, "Deletion").
 const deleteNotAllowed = "spec.deletionPolicy: Delete is not allowed by this controller (its chart leaves targets.vault.allowDelete false): the object will be Stalled with reason Forbidden and its path will never be deleted; set targets.vault.allowDelete: true in the controller's chart, or use deletionPolicy: Retain"
 
-// emptyShard is the warning of an empty ohmlab.fr/shard label: the process
-// without a shard takes only objects without the label, and a shard's name
-// is never empty, so no process reconciles the object (issue 13).
-const emptyShard = "metadata.labels[" + ohmlabv1alpha1.ShardLabel + "]: empty: no process reconciles this object (the controller's process without a shard takes only objects without the label); remove the label or name a shard of targets.vault.shards"
-
-// shardWarnings are the warnings of the object's shard label.
+// shardWarnings are internal/validate's warnings of the object's shard
+// label, for an update of metadata alone.
 func shardWarnings(seed *ohmlabv1alpha1.VaultSeed) admission.Warnings {
-	if shard, ok := seed.Labels[ohmlabv1alpha1.ShardLabel]; ok && shard == "" {
-		return admission.Warnings{emptyShard}
+	var out admission.Warnings
+	for _, w := range validate.ShardWarnings(seed) {
+		out = append(out, w.String())
 	}
-	return nil
+	return out
 }
 
 var _ admission.Validator[*ohmlabv1alpha1.VaultSeed] = &Validator{}
@@ -149,7 +146,7 @@ func (v *Validator) validate(ctx context.Context, seed, old *ohmlabv1alpha1.Vaul
 		return nil, apierrors.NewInternalError(err)
 	}
 	verdict := validate.Seed(seed, old, others)
-	warnings := shardWarnings(seed)
+	var warnings admission.Warnings
 	for _, w := range verdict.Warnings {
 		warnings = append(warnings, w.String())
 	}

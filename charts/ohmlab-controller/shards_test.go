@@ -255,6 +255,7 @@ func TestBadShardsFail(t *testing.T) {
 		values string
 		want   []string
 	}{
+		{name: "shards of a disabled target", values: "targets:\n  vault:\n    shards: [a, b]\n", want: []string{"targets.vault.shards: the Vault target is disabled, so no shard runs"}},
 		{name: "upper case", values: vaultOn + "    shards: [A]\n", want: []string{"values don't meet the specifications of the schema", "shards"}},
 		{name: "listed twice", values: vaultOn + "    shards: [a, a]\n", want: []string{"values don't meet the specifications of the schema", "shards"}},
 		{name: "a process has a shard's name", values: vaultOn + "    shards: [a]\ndeployments: {vault-shard-a: [vault]}\n", want: []string{`deployments: process "vault-shard-a" has the name of the Deployment of shard "a"`}},

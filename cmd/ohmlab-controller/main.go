@@ -83,6 +83,9 @@ func newLogger(level string) (logr.Logger, error) {
 	cfg.Level = zap.NewAtomicLevelAt(lvl)
 	cfg.EncoderConfig.TimeKey = "ts"
 	cfg.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
+	// An error's message says what failed; a Go stack trace under it is noise
+	// to the platform engineer reading the log.
+	cfg.DisableStacktrace = true
 	z, err := cfg.Build()
 	if err != nil {
 		return logr.Logger{}, err

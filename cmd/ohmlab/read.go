@@ -37,7 +37,8 @@ type object struct {
 	// problems is reported with them alone and left out of the analysis.
 	Problems []validate.Problem
 	// Warnings are what reading its document found legal but surprising:
-	// a key given twice, of which kubectl keeps only the last.
+	// a key given twice, of which kubectl keeps only the last; an unquoted
+	// value that YAML 1.1 makes a boolean.
 	Warnings []validate.Problem
 }
 
@@ -51,6 +52,11 @@ func readInputs(args []string, stdin io.Reader) ([]object, error) {
 			data, err := io.ReadAll(stdin)
 			if err != nil {
 				return nil, fmt.Errorf("reading standard input: %w", err)
+			}
+			if len(bytes.TrimSpace(data)) == 0 {
+				// What a failed `helm template … |` leaves: passing it
+				// would pass a check that checked nothing.
+				return nil, errors.New("standard input is empty: did the command before the pipe fail? (set -o pipefail)")
 			}
 			objs, err := readStream(stdinName, data)
 			if err != nil {
@@ -114,9 +120,10 @@ func readStream(file string, data []byte) ([]object, error) {
 		}
 		first := len(out)
 		out = appendObjects(out, file, d.line, j, "", 0)
-		dups := duplicateKeys(d)
+		dups, booleans := duplicateKeys(d), booleanValues(d)
 		for i := first; i < len(out); i++ {
 			out[i].Warnings = append(out[i].Warnings, dups...)
+			out[i].Warnings = append(out[i].Warnings, booleans[validate.ID(out[i].Seed)]...)
 		}
 	}
 	return out, nil

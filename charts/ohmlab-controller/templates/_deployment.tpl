@@ -102,6 +102,16 @@ spec:
               containerPort: {{ include "ohmlab-controller.webhookPort" $root }}
               protocol: TCP
             {{- end }}
+          {{- if $webhook }}
+          # The API server calls the webhook through the Service: a deleted pod leaves kube-proxy's
+          # rules a moment after its deletion, and admissions sent meanwhile still arrive here. The
+          # kubelet sends SIGTERM (which stops the webhook server) after this hook: without it a
+          # rollout loses admissions (failurePolicy Fail: refused applies; test/cluster counts them).
+          lifecycle:
+            preStop:
+              sleep:
+                seconds: 5
+          {{- end }}
           livenessProbe:
             httpGet:
               path: /healthz

@@ -113,6 +113,9 @@ each template that includes it checks the values. Use: include ... | fromJson.
 {{- $enabled = append $enabled $name -}}
 {{- end -}}
 {{- end -}}
+{{- if and .Values.targets.vault.shards (not (has "vault" $enabled)) -}}
+{{- fail "targets.vault.shards: the Vault target is disabled, so no shard runs. Set targets.vault.enabled=true, or remove the shards." -}}
+{{- end -}}
 {{- if has "vault" $enabled -}}
 {{- $v := .Values.targets.vault -}}
 {{- if not $v.namespaces -}}
