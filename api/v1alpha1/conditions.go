@@ -64,6 +64,12 @@ const (
 	// ReasonInSync: Drifted=False in observe-only mode when a real run would
 	// change nothing.
 	ReasonInSync = "InSync"
+	// ReasonShardChanged: Ready=Unknown with Reconciling=True. The label
+	// ohmlab.fr/shard moved the object to another process, which has not
+	// reconciled it yet (or, for a shard no process runs, never will); the
+	// process it left wrote this once and no longer keeps the status up to
+	// date. The message names the shard.
+	ReasonShardChanged = "ShardChanged"
 )
 
 // Finalizer is added to objects with deletionPolicy Delete, when the target

@@ -51,6 +51,10 @@ const (
 type Reconciler struct {
 	// Client reads objects from the manager's cache and writes status.
 	Client client.Client
+	// APIReader reads objects from the API server, past the cache: it
+	// tells an object that left a label-filtered cache for another shard
+	// from a deleted one. SetupWithManager defaults it to the manager's.
+	APIReader client.Reader
 	// KV is the target's Vault.
 	KV vaultkv.KV
 	// Generator makes the values of generated keys.
@@ -114,16 +118,16 @@ func (r *Reconciler) Reconcile(parent context.Context, req ctrl.Request) (ctrl.R
 	seed := &ohmlabv1alpha1.VaultSeed{}
 	if err := r.Client.Get(ctx, req.NamespacedName, seed); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.forgetObject(req.NamespacedName)
-			return ctrl.Result{}, nil
+			// Deleted, or, with a cache filtered by the shard's
+			// selector, moved to another shard.
+			return ctrl.Result{}, r.leave(ctx, req.NamespacedName, nil)
 		}
 		return ctrl.Result{}, err
 	}
 	if !r.owns(seed) {
-		// Another shard's (it moved there, or a dependent of a source
-		// written here): that shard's process reconciles it.
-		r.forgetObject(req.NamespacedName)
-		return ctrl.Result{}, nil
+		// Another shard's: it moved there, and that shard's process
+		// reconciles it.
+		return ctrl.Result{}, r.leave(ctx, req.NamespacedName, seed)
 	}
 	if _, seen := r.attempted.LoadOrStore(req.NamespacedName, true); !seen {
 		// The series exists from the first attempt, so an object whose

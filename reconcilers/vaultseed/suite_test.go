@@ -22,6 +22,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -81,9 +82,10 @@ func startServers(t testing.TB) {
 type controllerOptions struct {
 	observeOnly bool
 	allowDelete bool
-	resync      time.Duration // default 1 h: tests that want a resync say so
-	timeout     time.Duration // of one reconcile; default 2 min
-	kv          vaultkv.KV    // default: a root-token client over the test Vault
+	resync      time.Duration   // default 1 h: tests that want a resync say so
+	timeout     time.Duration   // of one reconcile; default 2 min
+	kv          vaultkv.KV      // default: a root-token client over the test Vault
+	selector    labels.Selector // the shard's; default: every object
 }
 
 // fixture is one test's controller and namespace.
@@ -133,6 +135,7 @@ func startController(t testing.TB, opts controllerOptions) *fixture {
 		AllowDelete:  opts.allowDelete,
 		ResyncPeriod: opts.resync,
 		Timeout:      opts.timeout,
+		Selector:     opts.selector,
 	}
 	g.Expect(r.SetupWithManager(mgr, 2)).To(Succeed())
 	done := make(chan struct{})

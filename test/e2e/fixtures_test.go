@@ -55,7 +55,7 @@ const fixturePrefix = "ohmlab/platforms/fixtures/core/"
 //
 // One environment, four controller runs, in order:
 //  1. a normal target (allowDelete false): Ready, RefPending, Forbidden,
-//     OwnedByAnother, PathDeleted, BackendUnavailable (sealed), then, with
+//     OwnedByAnother, ShardChanged (labelled for a shard nobody runs), PathDeleted, BackendUnavailable (sealed), then, with
 //     the admission webhook removed, InvalidSpec and RefCycle;
 //  2. no controller: a spec change it has not observed, an object it never saw;
 //  3. allowDelete true: an object being deleted whose path Vault refuses to
@@ -104,6 +104,15 @@ func TestFixtures(t *testing.T) {
 	}
 	rec.create(seed("owned-by-another", nil, map[string]any{"user": "admin"}))
 	rec.record("owned-by-another", hasCondition(ohmlabv1alpha1.ConditionReady, metav1.ConditionFalse, ohmlabv1alpha1.ReasonOwnedByAnother))
+
+	// Labelled for a shard no process runs, after it was Ready: the process it
+	// left says it no longer keeps its status.
+	rec.create(seed("shard-changed", nil, map[string]any{"user": "admin"}))
+	rec.wait("shard-changed", hasCondition(ohmlabv1alpha1.ConditionReady, metav1.ConditionTrue, ohmlabv1alpha1.ReasonReconciled))
+	rec.update("shard-changed", func(s *ohmlabv1alpha1.VaultSeed) {
+		s.Labels = map[string]string{ohmlabv1alpha1.ShardLabel: "nobody"}
+	})
+	rec.record("shard-changed", hasCondition(ohmlabv1alpha1.ConditionReconciling, metav1.ConditionTrue, ohmlabv1alpha1.ReasonShardChanged))
 
 	// vault kv delete of the latest version, after the object was Ready.
 	rec.create(seed("path-deleted", nil, map[string]any{"user": "admin"}))

@@ -113,7 +113,8 @@ func startShard(t *testing.T, env *Env, shard string) *Controller {
 // only their series, its Lease is its own); the webhook refuses a duplicate path and a cycle
 // across shards; a reference across shards goes Ready once its source is written; an object
 // whose label changes moves (the old process forgets it, the new one adopts it with its
-// finalizer, and deletes its path when it is deleted); and killing shard a's process leaves the
+// finalizer, ends with its own Ready status, and deletes its path when it is deleted), and one
+// moved to a shard no process runs is marked ShardChanged by the process it left; and killing shard a's process leaves the
 // other processes' objects untouched (no write to their paths or their objects) while its own
 // stay as they were, reconciled by nobody until it is back.
 func TestShards(t *testing.T) {
@@ -233,7 +234,14 @@ func TestShards(t *testing.T) {
 	})
 	g.Expect(err).To(MatchError(ContainSubstring(SeedNamespace+"/s-0001")), "a path another shard's object holds")
 	g.Expect(env.CP.Client.Create(ctx, shardSeed("cyc-x", "a", `{"v":"<ref:`+shardPath("cyc-y")+`#v>"}`))).To(Succeed())
-	err = env.CP.Client.Create(ctx, shardSeed("cyc-y", "b", `{"v":"<ref:`+shardPath("cyc-x")+`#v>"}`))
+	// The webhook reads its process's cache, which sees cyc-x a moment after its create: dry
+	// runs (the webhook has no side effects) until it does, then the create.
+	cycY := func() *ohmlabv1alpha1.VaultSeed {
+		return shardSeed("cyc-y", "b", `{"v":"<ref:`+shardPath("cyc-x")+`#v>"}`)
+	}
+	g.Eventually(func() error { return env.CP.Client.Create(ctx, cycY(), client.DryRunAll) }).WithTimeout(10*time.Second).
+		Should(MatchError(ContainSubstring("cycle")), "a cycle through shards a and b (dry run)")
+	err = env.CP.Client.Create(ctx, cycY())
 	g.Expect(err).To(MatchError(ContainSubstring("cycle")), "a cycle through shards a and b")
 
 	// A reference across shards: the dependent (shard a) waits for its source (shard b), then
@@ -265,7 +273,9 @@ func TestShards(t *testing.T) {
 
 	// Moving objects: s-0000 from the unsharded process (whose cache holds every object) to
 	// shard a, s-0005 from shard b to it (a label change, which no generation change
-	// announces), and m-del, with deletionPolicy Delete and so the finalizer, from a to b.
+	// announces), and m-del, with deletionPolicy Delete and so the finalizer, from a to b; and
+	// s-0004 (shard a, a label-filtered cache) and s-0006 (the unsharded process) to the shard
+	// "nobody", which no process runs.
 	del := shardSeed("m-del", "a", `{"password":"<random:16>"}`)
 	del.Spec.DeletionPolicy = ohmlabv1alpha1.DeletionPolicyDelete
 	g.Expect(env.CP.Client.Create(ctx, del)).To(Succeed())
@@ -273,17 +283,27 @@ func TestShards(t *testing.T) {
 		s := get("m-del")
 		return isReady(s) && slices.Contains(s.Finalizers, ohmlabv1alpha1.Finalizer)
 	}).WithTimeout(30 * time.Second).Should(BeTrue())
-	moves := []struct{ name, from, to string }{{"s-0000", "", "a"}, {"s-0005", "b", ""}, {"m-del", "a", "b"}}
+	const nobody = "nobody"
+	moves := []struct{ name, from, to string }{{"s-0000", "", "a"}, {"s-0005", "b", ""}, {"m-del", "a", "b"}, {"s-0004", "a", nobody}, {"s-0006", "", nobody}}
 	type snap struct {
 		status     ohmlabv1alpha1.VaultSeedStatus
 		finalizers []string
 		version    int
 	}
+	// withoutTransitions is a status without the conditions' transition times: a move to a
+	// running shard may pass through ShardChanged and back.
+	withoutTransitions := func(st ohmlabv1alpha1.VaultSeedStatus) ohmlabv1alpha1.VaultSeedStatus {
+		st = *st.DeepCopy()
+		for i := range st.Conditions {
+			st.Conditions[i].LastTransitionTime = metav1.Time{}
+		}
+		return st
+	}
 	was := map[string]snap{}
 	for _, mv := range moves {
 		before := get(mv.name)
 		_, version := readPath(t, env, shardPath(mv.name))
-		was[mv.name] = snap{before.Status, before.Finalizers, version}
+		was[mv.name] = snap{withoutTransitions(before.Status), before.Finalizers, version}
 		patch := client.MergeFrom(before.DeepCopy())
 		moved := before.DeepCopy()
 		moved.Labels = map[string]string{ohmlabv1alpha1.ShardLabel: mv.to}
@@ -292,16 +312,37 @@ func TestShards(t *testing.T) {
 		}
 		g.Expect(env.CP.Client.Patch(ctx, moved, patch)).To(Succeed())
 	}
+	// shardChanged is the status the process an object left writes when it moves to shard.
+	shardChanged := func(s *ohmlabv1alpha1.VaultSeed, shard string) ohmlabv1alpha1.VaultSeedStatus {
+		st := withoutTransitions(s.Status)
+		msg := "labelled ohmlab.fr/shard=" + shard + ": the process of shard " + shard + " reconciles it now; until it does, this status is not kept up to date"
+		st.Conditions = []metav1.Condition{
+			{Type: ohmlabv1alpha1.ConditionReady, Status: metav1.ConditionUnknown, Reason: ohmlabv1alpha1.ReasonShardChanged, Message: msg, ObservedGeneration: s.Generation},
+			{Type: ohmlabv1alpha1.ConditionReconciling, Status: metav1.ConditionTrue, Reason: ohmlabv1alpha1.ReasonShardChanged, Message: msg, ObservedGeneration: s.Generation},
+		}
+		return st
+	}
 	for _, mv := range moves {
 		g.Eventually(func() map[string]float64 { return readyObjects(t, procs[mv.from]) }).WithTimeout(30*time.Second).ShouldNot(HaveKey(mv.name), "process %q forgets %s", mv.from, mv.name)
+		if mv.to == nobody {
+			// The process it left says, within seconds, that it no longer keeps its status.
+			g.Eventually(func() ohmlabv1alpha1.VaultSeedStatus { return withoutTransitions(get(mv.name).Status) }).WithTimeout(10*time.Second).
+				Should(Equal(shardChanged(get(mv.name), nobody)), "%s moved from %q to a shard no process runs", mv.name, mv.from)
+			continue
+		}
 		g.Eventually(func() map[string]float64 { return readyObjects(t, procs[mv.to]) }).WithTimeout(30*time.Second).Should(HaveKeyWithValue(mv.name, 1.0), "process %q adopts %s", mv.to, mv.name)
 	}
-	// Two resyncs later: nothing written, to Vault or to the objects.
+	// Two resyncs later: Vault untouched, the status of a move to a running shard as it was
+	// (Ready, written or kept by its new process), that of a move to nobody still ShardChanged.
 	time.Sleep(2 * resync)
 	for _, mv := range moves {
 		after := get(mv.name)
 		_, v := readPath(t, env, shardPath(mv.name))
-		g.Expect(snap{after.Status, after.Finalizers, v}).To(Equal(was[mv.name]), "%s after its move from %q to %q", mv.name, mv.from, mv.to)
+		want := was[mv.name]
+		if mv.to == nobody {
+			want.status = shardChanged(after, nobody)
+		}
+		g.Expect(snap{withoutTransitions(after.Status), after.Finalizers, v}).To(Equal(want), "%s after its move from %q to %q", mv.name, mv.from, mv.to)
 		g.Expect(readyObjects(t, procs[mv.from])).NotTo(HaveKey(mv.name))
 		shardOf[mv.name] = mv.to
 	}

@@ -4,7 +4,8 @@
 -- Reconciling or Stalled only when True), and only those of the object's current generation:
 --
 --   Progressing  being deleted; no status yet; Reconciling=True (RefPending, BackendUnavailable,
---                Forbidden by Vault, ...: the controller retries); a generation the controller
+--                Forbidden by Vault, ...: the controller retries; ShardChanged: moved to a shard
+--                whose process has not reconciled it yet); a generation the controller
 --                has not reconciled yet; Ready=False for another reason
 --   Degraded     Stalled=True: the controller cannot go on as declared (InvalidSpec, RefCycle,
 --                PathDeleted, a Delete that is not allowed, ...) until someone acts; the sync fails
