@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"slices"
 	"time"
@@ -44,6 +45,7 @@ type flags struct {
 	logLevel         string
 	leaderElect      bool
 	gracefulShutdown time.Duration
+	pprofAddr        string
 }
 
 func main() {
@@ -56,6 +58,7 @@ func main() {
 	flag.StringVar(&f.logLevel, "log-level", "info", "Log level: debug, info, warn or error.")
 	flag.BoolVar(&f.leaderElect, "leader-elect", true, "Hold a Lease per target (ohmlab-controller-<target>) so that one replica reconciles.")
 	flag.DurationVar(&f.gracefulShutdown, "graceful-shutdown-timeout", 30*time.Second, "How long in-flight reconciles may finish after SIGTERM.")
+	flag.StringVar(&f.pprofAddr, "pprof-bind-address", "", "Address of Go's profiling endpoint (/debug/pprof/), for measuring the controller (make bench-scale); empty, the default, turns it off.")
 	flag.Parse()
 
 	log, err := newLogger(f.logLevel)
@@ -146,6 +149,17 @@ func run(ctx context.Context, f flags, log logr.Logger) error {
 	if f.metricsAddr != "0" {
 		serve(ctx, g, f.metricsAddr, map[string]http.Handler{
 			"/metrics": promhttp.HandlerFor(ctrlmetrics.Registry, promhttp.HandlerOpts{}),
+		})
+	}
+	if f.pprofAddr != "" {
+		// Off by default: profiles show the process's internals to whoever
+		// reaches the address.
+		serve(ctx, g, f.pprofAddr, map[string]http.Handler{
+			"/debug/pprof/":        http.HandlerFunc(pprof.Index),
+			"/debug/pprof/cmdline": http.HandlerFunc(pprof.Cmdline),
+			"/debug/pprof/profile": http.HandlerFunc(pprof.Profile),
+			"/debug/pprof/symbol":  http.HandlerFunc(pprof.Symbol),
+			"/debug/pprof/trace":   http.HandlerFunc(pprof.Trace),
 		})
 	}
 	for _, name := range names {
