@@ -82,15 +82,52 @@ func BenchmarkAnalyseSeed(b *testing.B) {
 	}
 }
 
-// BenchmarkReportMetrics is the metrics work of one reconcile (Ready and
-// last-reconcile series) among 10,000 objects.
+// BenchmarkReportMetrics is the metrics work of one reconcile among 100
+// and among 10,000 objects: the same cost at both sizes is O(1) per
+// reconcile (issue 13). report: Ready and last-reconcile series;
+// observe-only: the planned changes too; write: a data write counted;
+// reason change: the Ready series replaced; forget: a deleted object's
+// series removed (and made again by its next reconcile).
 func BenchmarkReportMetrics(b *testing.B) {
-	m := NewMetrics(prometheus.NewRegistry())
-	for i := range 10000 {
-		m.setReady("vault", testNamespace, fmt.Sprintf("bench-%05d", i), ohmlabv1alpha1.ReasonReconciled, true)
+	const obj = "bench-00001"
+	cases := []struct {
+		name string
+		op   func(m *Metrics)
+	}{
+		{"report", func(m *Metrics) {
+			m.setReady("vault", testNamespace, obj, ohmlabv1alpha1.ReasonReconciled, true)
+			m.LastReconcile.WithLabelValues("vault", testNamespace, obj).SetToCurrentTime()
+		}},
+		{"observe-only", func(m *Metrics) {
+			m.setPlanned(testNamespace, obj, map[string]int{ActionUpdateField: 1})
+			m.setReady("vault", testNamespace, obj, ohmlabv1alpha1.ReasonObserveOnly, false)
+		}},
+		{"write", func(m *Metrics) { m.DataWrites.WithLabelValues("vault", testNamespace, obj).Inc() }},
+		{"reason change", func(m *Metrics) {
+			m.setReady("vault", testNamespace, obj, ohmlabv1alpha1.ReasonBackendUnavailable, false)
+			m.setReady("vault", testNamespace, obj, ohmlabv1alpha1.ReasonReconciled, true)
+		}},
+		{"forget", func(m *Metrics) {
+			m.forget("vault", testNamespace, obj)
+			m.setReady("vault", testNamespace, obj, ohmlabv1alpha1.ReasonReconciled, true)
+			m.LastReconcile.WithLabelValues("vault", testNamespace, obj).SetToCurrentTime()
+			m.DataWrites.WithLabelValues("vault", testNamespace, obj).Inc()
+		}},
 	}
-	for b.Loop() {
-		m.setReady("vault", testNamespace, "bench-00001", ohmlabv1alpha1.ReasonReconciled, true)
-		m.LastReconcile.WithLabelValues("vault", testNamespace, "bench-00001").SetToCurrentTime()
+	for _, n := range []int{100, 10000} {
+		m := NewMetrics(prometheus.NewRegistry())
+		for i := range n {
+			name := fmt.Sprintf("bench-%05d", i)
+			m.setReady("vault", testNamespace, name, ohmlabv1alpha1.ReasonReconciled, true)
+			m.LastReconcile.WithLabelValues("vault", testNamespace, name).SetToCurrentTime()
+			m.DataWrites.WithLabelValues("vault", testNamespace, name).Inc()
+		}
+		for _, c := range cases {
+			b.Run(fmt.Sprintf("%s/objects-%d", c.name, n), func(b *testing.B) {
+				for b.Loop() {
+					c.op(m)
+				}
+			})
+		}
 	}
 }
