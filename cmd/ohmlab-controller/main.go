@@ -84,11 +84,21 @@ func newLogger(level string) (logr.Logger, error) {
 	cfg.Level = zap.NewAtomicLevelAt(lvl)
 	cfg.EncoderConfig.TimeKey = "ts"
 	cfg.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
-	z, err := cfg.Build()
+	z, err := cfg.Build(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return lazyCore{c} }))
 	if err != nil {
 		return logr.Logger{}, err
 	}
 	return zapr.NewLogger(z), nil
+}
+
+// lazyCore encodes the key-value pairs given to WithValues only when a line
+// is written: controller-runtime gives every reconcile a logger with the
+// object's name and a reconcile ID, and a quiet resync writes no line
+// (issue 13: encoding them eagerly was a twentieth of a quiet resync's CPU).
+type lazyCore struct{ zapcore.Core }
+
+func (c lazyCore) With(fields []zapcore.Field) zapcore.Core {
+	return lazyCore{zapcore.NewLazyWith(c.Core, fields)}
 }
 
 // run starts one manager per configured target and serves the process's

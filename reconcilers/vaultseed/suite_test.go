@@ -93,6 +93,7 @@ type fixture struct {
 	kv      *spyKV
 	metrics *prometheus.Registry
 	logs    *syncBuffer
+	r       *Reconciler
 }
 
 // startController creates a namespace for the test and runs a manager with
@@ -135,6 +136,7 @@ func startController(t testing.TB, opts controllerOptions) *fixture {
 		Timeout:      opts.timeout,
 	}
 	g.Expect(r.SetupWithManager(mgr, 2)).To(Succeed())
+	f.r = r
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
