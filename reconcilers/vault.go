@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 
@@ -157,6 +158,12 @@ func LoadVaultConfig(section []byte) (VaultConfig, error) {
 	return cfg, nil
 }
 
+// bcryptSlots bounds the process's bcrypt work to all its cores but one
+// (at least one), so that however many objects generate or compare hashes
+// at once, the admission webhook, the API client and the Lease renewals
+// keep a core (issue 13: admission latency while the controller is busy).
+var bcryptSlots = templating.NewBcryptSlots(runtime.GOMAXPROCS(0) - 1)
+
 // cacheOptions is the manager's cache: the objects of the watched
 // namespaces, without their managedFields, which nothing here reads
 // (issue 13: memory and GC at 10,000 objects).
@@ -220,7 +227,7 @@ func (cfg VaultConfig) NewManager(ctx context.Context, p Process) (manager.Manag
 	r := &vaultseed.Reconciler{
 		Client:       mgr.GetClient(),
 		KV:           kv,
-		Generator:    templating.Generator{Rand: rand.Reader, Cache: templating.NewHashCache(rand.Reader)},
+		Generator:    templating.Generator{Rand: rand.Reader, Cache: templating.NewHashCache(rand.Reader), Slots: bcryptSlots},
 		Recorder:     mgr.GetEventRecorder("ohmlab-controller-vault"),
 		Metrics:      vaultseed.NewMetrics(p.Registry),
 		Target:       "vault",
