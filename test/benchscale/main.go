@@ -744,7 +744,7 @@ func (r report) print(out io.Writer) {
 		if row.f.reconciles > 0 {
 			scale = float64(r.n) / row.f.reconciles
 		}
-		fmt.Fprintf(tw, "%s\t%.0f reconciles in %s; per resync of %d objects: Vault %s (%.2f reads per object), %.0f Kubernetes writes, %.2f CPU-s, %.1f s of reconciling (%.0f%% of the period at %d workers)\n",
+		fmt.Fprintf(tw, "%s\t%.0f reconciles in %s; per resync of %d objects: Vault %s (%.2f reads per object), %.0f Kubernetes writes, %.2f CPU-s, %.1f s of reconciling (%.1f%% of the period at %d workers)\n",
 			row.name, row.f.reconciles, secs(row.f.duration()), r.n, ops(row.f.requests, scale), row.f.requests["read"]*scale/float64(r.n),
 			float64(row.f.kubeWrites)*scale, row.f.cpu*scale, row.f.busy*scale, 100*row.f.busy*scale/defaultWorkers/r.resync.Seconds(), defaultWorkers)
 	}
