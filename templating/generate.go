@@ -54,11 +54,9 @@ type Generator struct {
 }
 
 // BcryptSlots bounds how many bcrypt hashes and compares run at once in a
-// process: each takes a core for tens of milliseconds, and a process whose
-// every core runs one answers nothing else in that time (issue 13: the
-// admission webhook and the API client share the process with the
-// reconciles). Make it with [NewBcryptSlots]; a nil *BcryptSlots bounds
-// nothing.
+// process: each takes a core for tens of milliseconds, so more at once than
+// cores only share the cores, and delay the reconciles that have no bcrypt
+// to do. Make it with [NewBcryptSlots]; a nil *BcryptSlots bounds nothing.
 type BcryptSlots struct {
 	c chan struct{}
 }
