@@ -57,6 +57,11 @@ type Process struct {
 	// GracefulShutdown bounds how long in-flight reconciles may finish
 	// after SIGTERM.
 	GracefulShutdown time.Duration
+	// Shard, when set (--shard), is the shard of every target of the
+	// process, as if each section said shard: <Shard>; a section naming
+	// another shard is an error. One config file can then serve every
+	// shard's process.
+	Shard string
 }
 
 // file is the configuration file: one section per target the process runs.

@@ -1,11 +1,13 @@
 package reconcilers
 
 import (
+	"context"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -129,4 +131,17 @@ func TestTargetPackagesAreIsolated(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestLeaseNamespaceRequired: outside a pod, leader election without a
+// namespace stops the process naming the config key, not controller-runtime's
+// option.
+func TestLeaseNamespaceRequired(t *testing.T) {
+	if inPod() {
+		t.Skip("runs in a pod: controller-runtime finds the namespace")
+	}
+	cfg := DefaultVaultConfig()
+	cfg.Namespaces, cfg.Backend.Address, cfg.LeaderElection.Namespace = []string{"a"}, "http://127.0.0.1:1", ""
+	_, err := cfg.NewManager(context.Background(), Process{Logger: logr.Discard(), LeaderElection: true})
+	wantError(t, err, "vault: the Lease ohmlab-controller-vault needs a namespace: set targets.vault.leaderElection.namespace in the config (or POD_NAMESPACE), or run with --leader-elect=false")
 }

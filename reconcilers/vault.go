@@ -11,14 +11,17 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/yaml"
 
+	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
 	"github.com/ohmlab/ohmlab-controller/internal/seeds"
 	"github.com/ohmlab/ohmlab-controller/reconcilers/vaultseed"
 	"github.com/ohmlab/ohmlab-controller/templating"
@@ -36,6 +39,12 @@ type VaultConfig struct {
 	ObserveOnly bool `json:"observeOnly"`
 	// AllowDelete lets deletionPolicy Delete remove paths.
 	AllowDelete bool `json:"allowDelete"`
+	// Shard, when set, makes this process one shard of the target: it
+	// reconciles only the VaultSeeds labelled ohmlab.fr/shard=<shard>, with
+	// a cache that holds only them, under the Lease
+	// ohmlab-controller-vault-<shard>, and serves no webhook. Empty: the
+	// objects without the label, under ohmlab-controller-vault.
+	Shard string `json:"shard,omitempty"`
 	// ResyncPeriod is how often every object is reconciled again.
 	ResyncPeriod metav1.Duration `json:"resyncPeriod"`
 	// Concurrency is the number of objects reconciled at once.
@@ -46,7 +55,8 @@ type VaultConfig struct {
 	Backend VaultBackend `json:"backend"`
 }
 
-// LeaderElection configures a target's Lease, ohmlab-controller-<target>.
+// LeaderElection configures a target's Lease, ohmlab-controller-<target>
+// (-<shard> for a shard).
 type LeaderElection struct {
 	// Namespace of the Lease; "" means the pod's namespace (POD_NAMESPACE).
 	Namespace string `json:"namespace"`
@@ -139,6 +149,9 @@ func LoadVaultConfig(section []byte) (VaultConfig, error) {
 		}
 	}
 	check(len(cfg.Namespaces) > 0, "namespaces: required: list the namespaces of the VaultSeeds")
+	if err := checkShard("vault", cfg.Shard); err != nil {
+		errs = append(errs, "targets.vault.shard: "+err.Error())
+	}
 	check(cfg.Backend.Address != "", "backend.address: required")
 	check(cfg.ResyncPeriod.Duration >= time.Second, "resyncPeriod: must be at least 1s")
 	check(cfg.Concurrency >= 1, "concurrency: must be at least 1")
@@ -165,20 +178,26 @@ func LoadVaultConfig(section []byte) (VaultConfig, error) {
 // floor, and the webhook's own latency was about 1 ms either way.
 var bcryptSlots = templating.NewBcryptSlots(runtime.GOMAXPROCS(0))
 
-// cacheOptions is the manager's cache: the objects of the watched
-// namespaces, without their managedFields, which nothing here reads
-// (issue 13: memory and GC at 10,000 objects).
-func cacheOptions(namespaces map[string]cache.Config) cache.Options {
-	return cache.Options{DefaultNamespaces: namespaces, DefaultTransform: cache.TransformStripManagedFields()}
-}
-
 // NewManager builds the Vault target's manager: a cache scoped to its
-// namespaces, the VaultSeed reconciler, the admission webhook, the CRD
-// revision check, and the Lease ohmlab-controller-vault.
+// namespaces (and to its shard, see cacheOptions), the VaultSeed reconciler
+// of its shard, the admission webhook, the CRD revision check, and the Lease
+// ohmlab-controller-vault (-<shard> for a shard).
 func (cfg VaultConfig) NewManager(ctx context.Context, p Process) (manager.Manager, error) {
-	namespaces := map[string]cache.Config{}
-	for _, ns := range cfg.Namespaces {
-		namespaces[ns] = cache.Config{}
+	if p.Shard != "" {
+		if cfg.Shard != "" && cfg.Shard != p.Shard {
+			return nil, fmt.Errorf("vault: --shard %q contradicts targets.vault.shard %q of the config: set one of the two", p.Shard, cfg.Shard)
+		}
+		if err := checkShard("vault", p.Shard); err != nil {
+			return nil, fmt.Errorf("--shard: %w", err)
+		}
+		cfg.Shard = p.Shard
+	}
+	if cfg.Shard != "" && p.Webhook != nil {
+		return nil, fmt.Errorf("vault: shard %q: a shard's process cannot serve the admission webhook: its cache holds only the shard's VaultSeeds, and the webhook's analysis (duplicate paths, reference cycles) must see every one; run it with --webhook-port=0 and let the process without a shard serve the webhook", cfg.Shard)
+	}
+	selector, err := ShardSelector(cfg.Shard)
+	if err != nil {
+		return nil, fmt.Errorf("vault: %w", err)
 	}
 	lease := cfg.LeaderElection.LeaseDuration.Duration
 	opts := ctrl.Options{
@@ -186,10 +205,10 @@ func (cfg VaultConfig) NewManager(ctx context.Context, p Process) (manager.Manag
 		Logger:                        p.Logger.WithName("vault"),
 		Metrics:                       metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress:        "0",
-		Cache:                         cacheOptions(namespaces),
+		Cache:                         cfg.cacheOptions(selector, p.Webhook != nil),
 		MapperProvider:                newRESTMapper,
 		LeaderElection:                p.LeaderElection,
-		LeaderElectionID:              "ohmlab-controller-vault",
+		LeaderElectionID:              LeaseName("vault", cfg.Shard),
 		LeaderElectionNamespace:       cfg.LeaderElection.Namespace,
 		LeaderElectionReleaseOnCancel: true,
 		LeaseDuration:                 ptr.To(lease),
@@ -199,6 +218,10 @@ func (cfg VaultConfig) NewManager(ctx context.Context, p Process) (manager.Manag
 	}
 	if p.Webhook != nil {
 		opts.WebhookServer = webhook.NewServer(*p.Webhook)
+	}
+	if p.LeaderElection && cfg.LeaderElection.Namespace == "" && !inPod() {
+		// controller-runtime would say "please specify LeaderElectionNamespace".
+		return nil, fmt.Errorf("vault: the Lease %s needs a namespace: set targets.vault.leaderElection.namespace in the config (or POD_NAMESPACE), or run with --leader-elect=false", LeaseName("vault", cfg.Shard))
 	}
 	mgr, err := ctrl.NewManager(p.RestConfig, opts)
 	if err != nil {
@@ -235,6 +258,7 @@ func (cfg VaultConfig) NewManager(ctx context.Context, p Process) (manager.Manag
 		ObserveOnly:  cfg.ObserveOnly,
 		AllowDelete:  cfg.AllowDelete,
 		ResyncPeriod: cfg.ResyncPeriod.Duration,
+		Selector:     selector,
 	}
 	if err := r.SetupWithManager(mgr, cfg.Concurrency); err != nil {
 		return nil, fmt.Errorf("vault: %w", err)
@@ -245,8 +269,36 @@ func (cfg VaultConfig) NewManager(ctx context.Context, p Process) (manager.Manag
 		}
 	}
 	resync.WithLabelValues("vault").Set(cfg.ResyncPeriod.Seconds())
+	p.Logger.WithName("vault").Info("reconciling the VaultSeeds of its shard", "shard", cfg.Shard, "selector", selector.String(), "lease", LeaseName("vault", cfg.Shard), "webhook", p.Webhook != nil)
 	if err := mgr.Add(newCRDCheck(mgr.GetAPIReader(), "vaultseeds.ohmlab.fr", cfg.ResyncPeriod.Duration)); err != nil {
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// cacheOptions scopes the cache to the target's namespaces and its
+// VaultSeeds to the shard's selector, so that a shard's process holds only
+// its share of the objects in memory. A process that serves the webhook
+// caches every VaultSeed instead: the webhook's analysis must see the
+// objects of every shard (a duplicate path or a cycle across shards), and
+// its reconciler filters to its shard (vaultseed.Reconciler.Selector).
+// Cached objects go without their managedFields, which nothing here reads
+// (issue 13: memory and GC at 10,000 objects).
+func (cfg VaultConfig) cacheOptions(selector labels.Selector, webhook bool) cache.Options {
+	namespaces := map[string]cache.Config{}
+	for _, ns := range cfg.Namespaces {
+		namespaces[ns] = cache.Config{}
+	}
+	opts := cache.Options{DefaultNamespaces: namespaces, DefaultTransform: cache.TransformStripManagedFields()}
+	if !webhook {
+		opts.ByObject = map[client.Object]cache.ByObject{&ohmlabv1alpha1.VaultSeed{}: {Label: selector}}
+	}
+	return opts
+}
+
+// inPod reports whether the process runs in a pod, where controller-runtime
+// reads the Lease's default namespace from the ServiceAccount's mount.
+func inPod() bool {
+	_, err := os.Stat("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+	return err == nil
 }

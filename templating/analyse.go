@@ -194,6 +194,11 @@ func (an *analyser) walk(prefix string, m map[string]any, valid bool) {
 			if ok {
 				an.nodes[path] = true
 			}
+			if len(v) == 0 {
+				// A leaf-less node declares nothing: KV v2 holds values,
+				// and nothing is written for it.
+				an.a.Warnings = append(an.a.Warnings, Problem{Key: path, Message: "is an empty map: it declares no key, so nothing is written for it; give it keys, or \"\" for a value filled by hand"})
+			}
 			an.walk(path, v, ok)
 		case string:
 			l, err := ParseLeaf(v)
@@ -220,12 +225,20 @@ func (an *analyser) walk(prefix string, m map[string]any, valid bool) {
 }
 
 // looksLikeTemplate warns about a plain string v that is a template with
-// white space around it. The message names the template when it is well
-// formed (a template is not a secret), never v.
+// white space around it, or holds one inside other text or unclosed. The
+// message names the template when it is well formed (a template is not a
+// secret), never v.
 func (an *analyser) looksLikeTemplate(key, v string) {
 	t, ok := LooksLikeTemplate(v)
 	switch {
 	case !ok:
+		if t, ok := EmbeddedTemplate(v); ok && strings.HasSuffix(t, "…") {
+			an.a.Warnings = append(an.a.Warnings, Problem{Key: key, Message: "is plain text holding the start of a template, " + t +
+				", never closed: the controller writes the text as it is; close the template with '>'"})
+		} else if ok {
+			an.a.Warnings = append(an.a.Warnings, Problem{Key: key, Message: "is plain text holding " + t +
+				": a template is a key's whole value, so the controller writes the text as it is; give the template a key of its own"})
+		}
 		return
 	case t != "":
 		an.a.Warnings = append(an.a.Warnings, Problem{Key: key, Message: "is plain text, not the template " + t +

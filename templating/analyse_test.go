@@ -272,7 +272,16 @@ func TestAnalyseWarnings(t *testing.T) {
 		data map[string]any
 		want []Problem
 	}{
-		{name: "templates and plain values", data: m{"a": "<random:8>", "b": "x <random:8>", "c": "", "d": " ", "e": "<pass word>"}},
+		{name: "templates and plain values", data: m{"a": "<random:8>", "c": "", "d": " ", "e": "<pass word>", "f": "a < b", "g": "mail <admin@example.org>"}},
+		{name: "an empty map", data: m{"a": m{}, "b": m{"c": m{}}}, want: []Problem{
+			warn("a", `is an empty map: it declares no key, so nothing is written for it; give it keys, or "" for a value filled by hand`),
+			warn("b.c", `is an empty map: it declares no key, so nothing is written for it; give it keys, or "" for a value filled by hand`)}},
+		{name: "a template inside other text", data: m{"b": "x <random:8>"}, want: []Problem{
+			warn("b", "is plain text holding <random:8>: a template is a key's whole value, so the controller writes the text as it is; give the template a key of its own")}},
+		{name: "two templates in one value", data: m{"b": "<uuid><uuid>"}, want: []Problem{
+			warn("b", "is plain text holding <uuid>: a template is a key's whole value, so the controller writes the text as it is; give the template a key of its own")}},
+		{name: "a template never closed", data: m{"b": "<random:8"}, want: []Problem{
+			warn("b", "is plain text holding the start of a template, <random…, never closed: the controller writes the text as it is; close the template with '>'")}},
 		{name: "space before", data: m{"a": " <random:8>"}, want: []Problem{warn("a", spaced)}},
 		{name: "space after", data: m{"a": "<random:8> "}, want: []Problem{warn("a", spaced)}},
 		{name: "newline after", data: m{"a": "<random:8>\n"}, want: []Problem{warn("a", spaced)}},

@@ -20,6 +20,7 @@ func FuzzParseLeaf(f *testing.F) {
 		"<ref:onlymount#k>", "<foo:1>", "<Random:8>", "a<random:8>", "<random:8><hex:2>", "<ref:m/p#k#x>",
 		"<random:99999999999999999999>", "<\x00:1>", "<ünïcode:1>",
 		"<ref:m/../p#k>", "<ref:m/p q#k>", "<ref:m/p%2F#k>", " <random:8>", "<uuid>\n", "< random:8 >",
+		"pre-<random:8>", "<random:8", "<uuid<hex:2>",
 	} {
 		f.Add(s)
 	}
@@ -55,6 +56,16 @@ func FuzzParseLeaf(f *testing.F) {
 			}
 			if t2, err := ParseLeaf(tmpl); tmpl != "" && (err != nil || t2.Kind == KindPlain) {
 				t.Fatalf("LooksLikeTemplate(%q) = %q, which is not a template", s, tmpl)
+			}
+		}
+		if tmpl, ok := EmbeddedTemplate(s); ok {
+			// It names a template found in s, or the start of one, and
+			// nothing else of s.
+			if l.Kind != KindPlain {
+				t.Fatalf("EmbeddedTemplate(%q) of a template", s)
+			}
+			if t2, err := ParseLeaf(tmpl); !strings.HasSuffix(tmpl, "…") && (err != nil || t2.Kind == KindPlain || !strings.Contains(s, tmpl)) {
+				t.Fatalf("EmbeddedTemplate(%q) = %q, which is not a template of it", s, tmpl)
 			}
 		}
 		if l.Generated() {

@@ -250,6 +250,59 @@ func LooksLikeTemplate(s string) (template string, ok bool) {
 	return t, true
 }
 
+// EmbeddedTemplate reports whether the plain string s holds a template
+// without being one: a known template inside other text ("pre-<random:8>",
+// "<uuid><uuid>"), or the start of one never closed ("<random:8"). Like
+// white space around a template, it is written to Vault as the text it is
+// (a template is a leaf's whole value), so the webhook and `ohmlab
+// validate` warn. template names what was found, never the rest of s (a
+// plain value may be a secret): a well-formed template, or "<kind…" for an
+// unclosed one. A template-shaped s is never one: ParseLeaf takes it.
+func EmbeddedTemplate(s string) (template string, ok bool) {
+	if _, _, _, shaped := templateShape(s); shaped {
+		return "", false
+	}
+	for rest := s; ; {
+		i := strings.IndexByte(rest, '<')
+		if i < 0 {
+			return "", false
+		}
+		rest = rest[i:]
+		// seg is rest up to the next '<' or '>' (kept), or all of it.
+		seg := rest
+		if j := strings.IndexAny(rest[1:], "<>"); j >= 0 {
+			seg = rest[:j+2]
+		}
+		if strings.HasSuffix(seg, ">") {
+			if l, err := ParseLeaf(seg); err == nil && l.Kind != KindPlain {
+				return seg, true
+			}
+		} else if name := leadingName(seg[1:]); knownKind(name) && (len(seg) == 1+len(name) || seg[1+len(name)] == ':' || seg[1+len(name)] == '<') {
+			return "<" + name + "…", true
+		}
+		rest = rest[1:]
+	}
+}
+
+// leadingName is the run of template-name characters that s starts with.
+func leadingName(s string) string {
+	for i, c := range []byte(s) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return s[:i]
+		}
+	}
+	return s
+}
+
+// knownKind reports whether name is the name of a template kind.
+func knownKind(name string) bool {
+	switch name {
+	case "random", "hex", "uuid", "age", "bcrypt", "ref":
+		return true
+	}
+	return false
+}
+
 // isTemplateName reports whether name looks like a template kind: a letter,
 // then letters, digits, '-' or '_'.
 func isTemplateName(name string) bool {

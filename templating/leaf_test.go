@@ -201,6 +201,40 @@ func TestValidPath(t *testing.T) {
 	}
 }
 
+func TestEmbeddedTemplate(t *testing.T) {
+	tests := []struct {
+		in, want string
+		wantOK   bool
+	}{
+		{in: "<random:8>"},
+		{in: "<foo:1>"},
+		{in: "plain"},
+		{in: ""},
+		{in: "<"},
+		{in: "a < b > c"},
+		{in: "<pass word>"},
+		{in: "mail <admin@example.org>"},
+		{in: "<hexagon"},
+		{in: "x <Random:8>"},
+		{in: " <random:8>", want: "<random:8>", wantOK: true},
+		{in: "prefix-<random:8>", want: "<random:8>", wantOK: true},
+		{in: "<uuid><uuid>", want: "<uuid>", wantOK: true},
+		{in: "<random:8><random:8>", want: "<random:8>", wantOK: true},
+		{in: "a<b <ref:kv/app#k> c", want: "<ref:kv/app#k>", wantOK: true},
+		{in: "<random:8", want: "<random…", wantOK: true},
+		{in: "<uuid", want: "<uuid…", wantOK: true},
+		{in: "<ref:kv/app#k<uuid>", want: "<ref…", wantOK: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, ok := EmbeddedTemplate(tt.in)
+			if got != tt.want || ok != tt.wantOK {
+				t.Errorf("EmbeddedTemplate(%q) = %q, %v; want %q, %v", tt.in, got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}
+
 func TestLooksLikeTemplate(t *testing.T) {
 	tests := []struct {
 		in           string

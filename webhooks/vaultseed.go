@@ -66,7 +66,8 @@ func NewWebhook(scheme *runtime.Scheme, reader client.Reader, namespaces []strin
 // and a change of spec.path; it returns internal/validate's warnings (a
 // template with white space around it, written as text; a rotate block that
 // regenerates nothing; a changed value the controller keeps) as admission
-// warnings, which kubectl prints. A related object whose spec.data cannot
+// warnings, which kubectl prints, also the shard label's on an update of
+// metadata alone (a value no process can take). A related object whose spec.data cannot
 // be decoded is an internal error, not an admission: a cycle through it
 // could not be seen. It never blocks a DELETE, a status update, an
 // update of an object being deleted (finalizer removal), or an update that
@@ -96,6 +97,16 @@ func AllowDelete(allowed bool) Option {
 // without allowDelete (product document, "Deletion").
 const deleteNotAllowed = "spec.deletionPolicy: Delete is not allowed by this controller (its chart leaves targets.vault.allowDelete false): the object will be Stalled with reason Forbidden and its path will never be deleted; set targets.vault.allowDelete: true in the controller's chart, or use deletionPolicy: Retain"
 
+// shardWarnings are internal/validate's warnings of the object's shard
+// label, for an update of metadata alone.
+func shardWarnings(seed *ohmlabv1alpha1.VaultSeed) admission.Warnings {
+	var out admission.Warnings
+	for _, w := range validate.ShardWarnings(seed) {
+		out = append(out, w.String())
+	}
+	return out
+}
+
 var _ admission.Validator[*ohmlabv1alpha1.VaultSeed] = &Validator{}
 
 // ValidateCreate analyses a new object with the objects it relates to.
@@ -110,8 +121,13 @@ func (v *Validator) ValidateUpdate(ctx context.Context, old, seed *ohmlabv1alpha
 	if req, err := admission.RequestFromContext(ctx); err == nil && req.SubResource != "" {
 		return nil, nil
 	}
-	if !seed.DeletionTimestamp.IsZero() || equality.Semantic.DeepEqual(old.Spec, seed.Spec) {
+	if !seed.DeletionTimestamp.IsZero() {
 		return nil, nil
+	}
+	if equality.Semantic.DeepEqual(old.Spec, seed.Spec) {
+		// Metadata only, such as a move to another shard: admitted, with a
+		// warning when the shard label is empty.
+		return shardWarnings(seed), nil
 	}
 	return v.validate(ctx, seed, old)
 }

@@ -70,6 +70,12 @@ const (
 // allows deletion, so that the path is removed before the object goes.
 const Finalizer = "ohmlab.fr/delete-path"
 
+// ShardLabel assigns an object to a shard (issue 13, "Scale past one
+// process"): a process given the shard NAME reconciles only the objects
+// labelled ohmlab.fr/shard=NAME, the process without a shard only the
+// objects without the label.
+const ShardLabel = "ohmlab.fr/shard"
+
 // Custom metadata keys the controller keeps on a KV v2 path.
 const (
 	// OwnerMetadataKey holds "<namespace>/<name>" of the owning VaultSeed.

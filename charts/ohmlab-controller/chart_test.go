@@ -866,6 +866,10 @@ func TestAvailability(t *testing.T) {
 	if *d.Spec.Replicas != 2 {
 		t.Errorf("replicas = %d, want 2", *d.Spec.Replicas)
 	}
+	// Until kube-proxy drops a deleted pod from the Service, admissions still reach it.
+	if h := d.Spec.Template.Spec.Containers[0].Lifecycle; h == nil || h.PreStop == nil || h.PreStop.Sleep == nil || h.PreStop.Sleep.Seconds < 1 {
+		t.Errorf("the controller container has no preStop sleep (lifecycle %+v): a rollout would lose admissions", h)
+	}
 	var pdb policyv1.PodDisruptionBudget
 	charttest.Convert(t, mustFind(t, objs, "PodDisruptionBudget", ns, fullname+"-vault"), &pdb)
 	if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 1 || pdb.Spec.MaxUnavailable != nil {

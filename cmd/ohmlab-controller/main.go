@@ -44,6 +44,7 @@ type flags struct {
 	webhookCertDir   string
 	logLevel         string
 	leaderElect      bool
+	shard            string
 	gracefulShutdown time.Duration
 	pprofAddr        string
 }
@@ -56,7 +57,8 @@ func main() {
 	flag.IntVar(&f.webhookPort, "webhook-port", 9443, "Port of the admission webhook server; 0 turns it off.")
 	flag.StringVar(&f.webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory holding the webhook's tls.crt and tls.key; reloaded when they change.")
 	flag.StringVar(&f.logLevel, "log-level", "info", "Log level: debug, info, warn or error.")
-	flag.BoolVar(&f.leaderElect, "leader-elect", true, "Hold a Lease per target (ohmlab-controller-<target>) so that one replica reconciles.")
+	flag.BoolVar(&f.leaderElect, "leader-elect", true, "Hold a Lease per target (ohmlab-controller-<target>, or ohmlab-controller-<target>-<shard> for a target section that names a shard) so that one replica reconciles.")
+	flag.StringVar(&f.shard, "shard", "", "Run every target as this shard: reconcile only the objects labelled ohmlab.fr/shard=<shard>, under the Lease ohmlab-controller-<target>-<shard>, without the webhook (the same as shard: in each target's section of the config).")
 	flag.DurationVar(&f.gracefulShutdown, "graceful-shutdown-timeout", 30*time.Second, "How long in-flight reconciles may finish after SIGTERM.")
 	flag.StringVar(&f.pprofAddr, "pprof-bind-address", "", "Address of Go's profiling endpoint (/debug/pprof/), for measuring the controller (make bench-scale); empty, the default, turns it off.")
 	flag.Parse()
@@ -84,6 +86,9 @@ func newLogger(level string) (logr.Logger, error) {
 	cfg.Level = zap.NewAtomicLevelAt(lvl)
 	cfg.EncoderConfig.TimeKey = "ts"
 	cfg.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
+	// An error's message says what failed; a Go stack trace under it is noise
+	// to the platform engineer reading the log.
+	cfg.DisableStacktrace = true
 	z, err := cfg.Build(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return lazyCore{c} }))
 	if err != nil {
 		return logr.Logger{}, err
@@ -127,7 +132,7 @@ func run(ctx context.Context, f flags, log logr.Logger) error {
 	}
 	p := reconcilers.Process{
 		RestConfig: restConfig, Scheme: scheme, Registry: ctrlmetrics.Registry, Logger: log,
-		LeaderElection: f.leaderElect, GracefulShutdown: f.gracefulShutdown,
+		LeaderElection: f.leaderElect, GracefulShutdown: f.gracefulShutdown, Shard: f.shard,
 	}
 	if f.webhookPort != 0 {
 		p.Webhook = &webhook.Options{Port: f.webhookPort, CertDir: f.webhookCertDir}

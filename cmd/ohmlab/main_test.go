@@ -223,6 +223,31 @@ func TestValidateInputs(t *testing.T) {
 			want:  result{Code: exitValid, Stderr: "-:vo/a: warning: spec.rotate: rotate has no keys and data declares no generated key (<random:N>, <hex:N>, <uuid>, <age:secret>): a new token regenerates nothing\n"},
 		},
 		{
+			name:  "a shard label no process can take is a warning, as at kubectl apply",
+			stdin: "apiVersion: ohmlab.fr/v1alpha1\nkind: VaultSeed\nmetadata:\n  name: a\n  namespace: vo\n  labels: {ohmlab.fr/shard: \"\"}\nspec:\n  path: ohmlab/a\n",
+			args:  []string{"validate", "-"},
+			want:  result{Code: exitValid, Stderr: "-:vo/a: warning: metadata.labels[ohmlab.fr/shard]: empty: no process reconciles this object (the controller's process without a shard takes only objects without the label); remove the label or name a shard of targets.vault.shards\n"},
+		},
+		{
+			name:  "an unquoted YAML 1.1 boolean value is a warning with its line, in a List too",
+			stdin: "apiVersion: v1\nkind: List\nitems:\n- apiVersion: ohmlab.fr/v1alpha1\n  kind: VaultSeed\n  metadata: {name: a, namespace: vo}\n  spec:\n    path: ohmlab/a\n    data:\n      country: NO\n      quoted: \"NO\"\n      flag: true\n      smtp: {tls: on}\n",
+			args:  []string{"validate", "-"},
+			want: result{Code: exitValid, Stderr: "-:vo/a: warning: spec.data.country: line 10: the unquoted NO is the boolean false for kubectl, Helm and Argo CD (YAML 1.1), and Vault gets false: quote it (\"NO\") if you meant the text\n" +
+				"-:vo/a: warning: spec.data.smtp.tls: line 13: the unquoted on is the boolean true for kubectl, Helm and Argo CD (YAML 1.1), and Vault gets true: quote it (\"on\") if you meant the text\n"},
+		},
+		{
+			name:  "empty standard input is unreadable, not valid",
+			stdin: " \n\n",
+			args:  []string{"validate", "-"},
+			want:  result{Code: exitUsage, Stderr: "ohmlab validate: standard input is empty: did the command before the pipe fail? (set -o pipefail)\n"},
+		},
+		{
+			name:  "a key given twice is a warning with its line",
+			stdin: "apiVersion: v1\nkind: ConfigMap\n---\n# Source: x\n" + vaultSeed("a", "  path: ohmlab/a\n  data:\n    user: <uuid>\n    user: <random:8>\n"),
+			args:  []string{"validate", "-"},
+			want:  result{Code: exitValid, Stderr: "-:vo/a: warning: line 14: key \"user\" is given twice in its mapping: kubectl applies only the last one\n"},
+		},
+		{
 			name:  "a misspelled kind is reported, not skipped",
 			stdin: "apiVersion: ohmlab.fr/v1alpha1\nkind: VaultSeeed\nmetadata: {name: a, namespace: vo}\nspec: {path: ohmlab/a}\n",
 			args:  []string{"validate", "-"},
@@ -308,6 +333,7 @@ func FuzzRead(f *testing.F) {
 	f.Add([]byte("apiVersion: v1\nkind: List\nitems:\n- apiVersion: ohmlab.fr/v1alpha1\n  kind: VaultSeed\n  metadata: {name: a}\n  spec: {path: 1}\n"))
 	f.Add([]byte("--- {kind: VaultSeedList, apiVersion: ohmlab.fr/v1alpha1, items: [{spec: {data: {a: [1]}}}]}\n---\n"))
 	f.Add([]byte("a: &x [*x]\n---\n\t- :\n"))
+	f.Add([]byte(vaultSeed("b", "  path: ohmlab/b\n  data: {c: NO, d: {e: on, e: off}, f: [y]}\n")))
 	f.Add([]byte(vaultSeed("p", "  path: \"ohmlab/a/../b \"\n  data: {k: \"<ref:ohmlab/%2e/x#k>\", s: \" <random:8>\", t: \"< uuid >\"}\n")))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		objs, err := readStream("fuzz.yaml", data)

@@ -36,6 +36,10 @@ type object struct {
 	// of the wrong type, no name, an unknown version); an object with such
 	// problems is reported with them alone and left out of the analysis.
 	Problems []validate.Problem
+	// Warnings are what reading its document found legal but surprising:
+	// a key given twice, of which kubectl keeps only the last; an unquoted
+	// value that YAML 1.1 makes a boolean.
+	Warnings []validate.Problem
 }
 
 // readInputs reads every argument: "-" is standard input, a directory is
@@ -48,6 +52,11 @@ func readInputs(args []string, stdin io.Reader) ([]object, error) {
 			data, err := io.ReadAll(stdin)
 			if err != nil {
 				return nil, fmt.Errorf("reading standard input: %w", err)
+			}
+			if len(bytes.TrimSpace(data)) == 0 {
+				// What a failed `helm template … |` leaves: passing it
+				// would pass a check that checked nothing.
+				return nil, errors.New("standard input is empty: did the command before the pipe fail? (set -o pipefail)")
 			}
 			objs, err := readStream(stdinName, data)
 			if err != nil {
@@ -109,9 +118,38 @@ func readStream(file string, data []byte) ([]object, error) {
 		if err != nil {
 			return nil, syntaxError(file, d.line, err)
 		}
+		first := len(out)
 		out = appendObjects(out, file, d.line, j, "", 0)
+		dups, booleans := duplicateKeys(d), booleanValues(d)
+		for i := first; i < len(out); i++ {
+			out[i].Warnings = append(out[i].Warnings, dups...)
+			out[i].Warnings = append(out[i].Warnings, booleans[validate.ID(out[i].Seed)]...)
+		}
 	}
 	return out, nil
+}
+
+var duplicateKey = regexp.MustCompile(`line (\d+): key (".*") already set in map`)
+
+// duplicateKeys warns of the keys given twice in one mapping of d. kubectl
+// and the API server take the document without a word and keep the last
+// value, so a value written above it is silently dropped; the strict YAML
+// decoder of the same library names each one with its line.
+func duplicateKeys(d document) []validate.Problem {
+	_, err := yaml.YAMLToJSONStrict(d.text)
+	if err == nil {
+		return nil
+	}
+	var out []validate.Problem
+	for _, m := range duplicateKey.FindAllStringSubmatch(err.Error(), -1) {
+		n, convErr := strconv.Atoi(m[1])
+		if convErr != nil {
+			continue
+		}
+		out = append(out, validate.Problem{Message: fmt.Sprintf(
+			"line %d: key %s is given twice in its mapping: kubectl applies only the last one", d.line+n-1, m[2])})
+	}
+	return out
 }
 
 // document is one YAML document of a stream and the line it starts on.

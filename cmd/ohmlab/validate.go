@@ -116,6 +116,7 @@ func check(objs []object) report {
 	for i, o := range objs {
 		rep.Problems = append(rep.Problems, findings(o, o.Problems)...)
 		rep.Problems = append(rep.Problems, findings(o, verdicts[i].Problems)...)
+		rep.Warnings = append(rep.Warnings, findings(o, o.Warnings)...)
 		rep.Warnings = append(rep.Warnings, findings(o, verdicts[i].Warnings)...)
 	}
 	rep.Valid = len(rep.Problems) == 0

@@ -101,7 +101,7 @@ func Set(objs []*ohmlabv1alpha1.VaultSeed) []Verdict {
 			out[i].Problems = append(out[i].Problems, Problem{Reason: templating.ReasonInvalidSpec, Key: KeyDeletionPolicy,
 				Message: "must be Retain or Delete"})
 		}
-		out[i].Warnings = rotationWarnings(s, a)
+		out[i].Warnings = append(rotationWarnings(s, a), ShardWarnings(s)...)
 		for _, w := range a.Warnings {
 			out[i].Warnings = append(out[i].Warnings, Problem{Key: w.Key, Message: w.Message})
 		}

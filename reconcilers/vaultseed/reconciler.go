@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
@@ -69,6 +70,11 @@ type Reconciler struct {
 	ResyncPeriod time.Duration
 	// Timeout bounds one reconcile.
 	Timeout time.Duration
+	// Selector chooses the objects of this process's shard (issue 13); an
+	// object it does not match is left to another process and forgotten
+	// here: its finalizer, status and path stay as they are. nil: every
+	// object.
+	Selector labels.Selector
 
 	backoff    workqueue.TypedRateLimiter[types.NamespacedName]
 	dependents chan event.TypedGenericEvent[*ohmlabv1alpha1.VaultSeed]
@@ -112,6 +118,12 @@ func (r *Reconciler) Reconcile(parent context.Context, req ctrl.Request) (ctrl.R
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
+	}
+	if !r.owns(seed) {
+		// Another shard's (it moved there, or a dependent of a source
+		// written here): that shard's process reconciles it.
+		r.forgetObject(req.NamespacedName)
+		return ctrl.Result{}, nil
 	}
 	if _, seen := r.attempted.LoadOrStore(req.NamespacedName, true); !seen {
 		// The series exists from the first attempt, so an object whose

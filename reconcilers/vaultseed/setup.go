@@ -24,9 +24,11 @@ import (
 )
 
 // SetupWithManager registers the reconciler with a manager whose cache has
-// the indexes of IndexFields. Only spec changes and deletions trigger a
-// reconcile (status and annotation updates do not); writes to a path
-// trigger the objects that reference it.
+// the indexes of IndexFields. Only spec changes, deletions and a label
+// change that moves the object in or out of the shard (see
+// shardPredicates) trigger a reconcile (status and annotation updates do
+// not), and only for objects of the shard; writes to a path trigger the
+// shard's objects that reference it.
 //
 // The work queue is controller-runtime's priority queue (issue 13: no
 // object waits behind resyncs). A created or changed object, and a
@@ -43,9 +45,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 	r.dependents = make(chan event.TypedGenericEvent[*ohmlabv1alpha1.VaultSeed], 1024)
 	r.sources = newSources(r.ResyncPeriod, time.Now)
 	deleting := predicate.NewPredicateFuncs(func(o client.Object) bool { return !o.GetDeletionTimestamp().IsZero() })
+	mine, moved := r.shardPredicates()
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("vaultseed").
-		For(&ohmlabv1alpha1.VaultSeed{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, deleting))).
+		For(&ohmlabv1alpha1.VaultSeed{}, builder.WithPredicates(mine, predicate.Or(predicate.GenerationChangedPredicate{}, deleting, moved))).
 		WatchesRawSource(source.Channel(r.dependents, &handler.TypedEnqueueRequestForObject[*ohmlabv1alpha1.VaultSeed]{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency, RecoverPanic: new(true), UsePriorityQueue: new(true)}).
 		Complete(r)
@@ -93,7 +96,13 @@ func untilPhase(key types.NamespacedName, period time.Duration, now time.Time) t
 // reaches its copies without waiting for the resync.
 func (r *Reconciler) notifyDependents(ctx context.Context, path string) {
 	var list ohmlabv1alpha1.VaultSeedList
-	if err := r.Client.List(ctx, &list, client.MatchingFields{seeds.IndexRefPaths: path}); err != nil {
+	opts := []client.ListOption{client.MatchingFields{seeds.IndexRefPaths: path}}
+	if r.Selector != nil {
+		// Only this shard's: another shard's dependents read the path at
+		// their own retry or resync.
+		opts = append(opts, client.MatchingLabelsSelector{Selector: r.Selector})
+	}
+	if err := r.Client.List(ctx, &list, opts...); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "listing the objects that reference a path", "path", path)
 		return
 	}

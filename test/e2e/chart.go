@@ -27,6 +27,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
 	"github.com/ohmlab/ohmlab-controller/charts/charttest"
 )
 
@@ -51,6 +52,16 @@ type ChartFacts struct {
 	WebhookService, WebhookSecret, WebhookConfiguration string
 	// DNSNames are the serving certificate's names (the Certificate's).
 	DNSNames []string
+	// Shards are the Deployments of the Vault target's shards
+	// (targets.vault.shards), by shard name; they run as ServiceAccount too.
+	Shards map[string]ShardFacts
+}
+
+// ShardFacts are what the environment reads from the Deployment of a shard.
+type ShardFacts struct {
+	Deployment, ConfigMap string
+	// Args are the controller container's arguments.
+	Args []string
 }
 
 // installChart renders the chart, installs its objects as `helm install`
@@ -101,14 +112,33 @@ func (e *Env) apply(ctx context.Context, o *Object) error {
 
 func readFacts(objs []Object) (ChartFacts, error) {
 	var f ChartFacts
-	deps := charttest.Filter(objs, "Deployment")
+	var deps []appsv1.Deployment
+	for _, o := range charttest.Filter(objs, "Deployment") {
+		var d appsv1.Deployment
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d); err != nil {
+			return f, err
+		}
+		shard, ok := d.Labels[ohmlabv1alpha1.ShardLabel]
+		if !ok {
+			deps = append(deps, d)
+			continue
+		}
+		if f.Shards == nil {
+			f.Shards = map[string]ShardFacts{}
+		}
+		pod := d.Spec.Template.Spec
+		sf := ShardFacts{Deployment: d.Name, Args: pod.Containers[0].Args}
+		for _, v := range pod.Volumes {
+			if v.Projected != nil && len(v.Projected.Sources) > 0 && v.Projected.Sources[0].ConfigMap != nil {
+				sf.ConfigMap = v.Projected.Sources[0].ConfigMap.Name
+			}
+		}
+		f.Shards[shard] = sf
+	}
 	if len(deps) != 1 {
-		return f, fmt.Errorf("the chart renders %d Deployments, want the Vault target's only", len(deps))
+		return f, fmt.Errorf("the chart renders %d Deployments besides the shards', want the Vault target's only", len(deps))
 	}
-	var dep appsv1.Deployment
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(deps[0].Object, &dep); err != nil {
-		return f, err
-	}
+	dep := deps[0]
 	f.Deployment = dep.Name
 	pod := dep.Spec.Template.Spec
 	f.ServiceAccount = pod.ServiceAccountName
@@ -147,6 +177,18 @@ func readFacts(objs []Object) (ChartFacts, error) {
 	}
 	if len(f.DNSNames) == 0 {
 		return f, fmt.Errorf("the chart renders no Certificate for the webhook Secret %s", f.WebhookSecret)
+	}
+	for shard, sf := range f.Shards {
+		for _, o := range charttest.Filter(objs, "Deployment") {
+			if o.GetName() == sf.Deployment {
+				if sa, _, _ := unstructured.NestedString(o.Object, "spec", "template", "spec", "serviceAccountName"); sa != f.ServiceAccount {
+					return f, fmt.Errorf("the Deployment of shard %s runs as %s, not as the target's ServiceAccount %s", shard, sa, f.ServiceAccount)
+				}
+			}
+		}
+		if sf.ConfigMap == "" {
+			return f, fmt.Errorf("the Deployment of shard %s mounts no ConfigMap", shard)
+		}
 	}
 	for what, v := range map[string]string{
 		"ServiceAccount": f.ServiceAccount, "ConfigMap": f.ConfigMap, "Vault token mount": f.VaultTokenMount,
@@ -272,6 +314,17 @@ func (e *Env) startVolumes(ctx, bg context.Context) error {
 	}
 	if err := writeAtomic(e.Config, []byte(cm.Data["config.yaml"])); err != nil {
 		return err
+	}
+	e.ShardConfigs = map[string]string{}
+	for shard, sf := range e.Chart.Shards {
+		cm := &corev1.ConfigMap{}
+		if err := e.CP.Client.Get(ctx, client.ObjectKey{Namespace: ControllerNamespace, Name: sf.ConfigMap}, cm); err != nil {
+			return err
+		}
+		e.ShardConfigs[shard] = filepath.Join(dir, "pod-shard-"+shard, "config", "config.yaml")
+		if err := writeAtomic(e.ShardConfigs[shard], []byte(cm.Data["config.yaml"])); err != nil {
+			return err
+		}
 	}
 
 	if e.opts.CertManager != nil {

@@ -100,6 +100,9 @@ type Env struct {
 	Kubeconfig string
 	// Config is the ConfigMap's config.yaml, written to a file.
 	Config string
+	// ShardConfigs are the config.yaml of each shard's ConfigMap, written
+	// to a file, by shard.
+	ShardConfigs map[string]string
 	// CertDir holds the webhook Secret's tls.crt and tls.key, kept in step
 	// with the Secret as the kubelet does for a secret volume.
 	CertDir string

@@ -25,25 +25,33 @@ type Controller struct {
 	logs        *lockedBuffer
 	MetricsAddr string
 	ProbeAddr   string
-	// WebhookAddr is where this replica serves the webhook.
+	// WebhookAddr is where this replica serves the webhook; "" for a
+	// shard's replica, which serves none.
 	WebhookAddr string
-	env         *Env
-	once        sync.Once
+	// Shard is the shard whose Deployment this replica belongs to, or "".
+	Shard  string
+	args   []string // the Deployment's container arguments
+	config string   // its config.yaml, on the host
+	env    *Env
+	once   sync.Once
 }
 
 // podArgs are the Deployment's container arguments with the loopback
-// listeners and the files of this run in place of the pod's.
+// listeners and the files of this run in place of the pod's. A shard's
+// replica keeps the Deployment's --webhook-port=0.
 func (e *Env) podArgs(c *Controller, webhookPort int) []string {
 	override := map[string]string{
-		"--config":                    e.Config,
+		"--config":                    c.config,
 		"--metrics-bind-address":      c.MetricsAddr,
 		"--health-probe-bind-address": c.ProbeAddr,
-		"--webhook-port":              fmt.Sprint(webhookPort),
-		"--webhook-cert-dir":          e.CertDir,
 		"--graceful-shutdown-timeout": "10s",
 	}
+	if c.Shard == "" {
+		override["--webhook-port"] = fmt.Sprint(webhookPort)
+		override["--webhook-cert-dir"] = e.CertDir
+	}
 	var args []string
-	for _, a := range e.Chart.Args {
+	for _, a := range c.args {
 		k, _, _ := strings.Cut(a, "=")
 		if v, ok := override[k]; ok {
 			a = k + "=" + v
@@ -91,6 +99,21 @@ func (e *Env) StartController(ctx context.Context) (*Controller, error) {
 // StartControllerWithin is StartController giving up (and killing the
 // process) when it is not ready within timeout.
 func (e *Env) StartControllerWithin(ctx context.Context, timeout time.Duration) (*Controller, error) {
+	return e.startReplica(ctx, "", timeout)
+}
+
+// StartShard runs one replica of the Deployment of a shard of the Vault
+// target (targets.vault.shards): as StartController, with that
+// Deployment's arguments and ConfigMap; it serves no webhook, so it never
+// becomes an endpoint of the webhook Service.
+func (e *Env) StartShard(ctx context.Context, shard string) (*Controller, error) {
+	if _, ok := e.Chart.Shards[shard]; !ok {
+		return nil, fmt.Errorf("the chart renders no Deployment for shard %q", shard)
+	}
+	return e.startReplica(ctx, shard, 60*time.Second)
+}
+
+func (e *Env) startReplica(ctx context.Context, shard string, timeout time.Duration) (*Controller, error) {
 	e.mu.Lock()
 	e.started++
 	n := e.started
@@ -108,9 +131,16 @@ func (e *Env) StartControllerWithin(ctx context.Context, timeout time.Duration) 
 		MetricsAddr: fmt.Sprintf("127.0.0.1:%d", ports[0]),
 		ProbeAddr:   fmt.Sprintf("127.0.0.1:%d", ports[1]),
 		WebhookAddr: fmt.Sprintf("127.0.0.1:%d", ports[2]),
+		args:        e.Chart.Args,
+		config:      e.Config,
 		logs:        &lockedBuffer{},
 		done:        make(chan struct{}),
 		env:         e,
+	}
+	if shard != "" {
+		sf := e.Chart.Shards[shard]
+		c.Name, c.Shard, c.WebhookAddr = fmt.Sprintf("%s-%d", sf.Deployment, n), shard, ""
+		c.args, c.config = sf.Args, e.ShardConfigs[shard]
 	}
 	cmd, err := e.podCommand(e.opts.ControllerBin, e.podArgs(c, ports[2]))
 	if err != nil {
@@ -133,18 +163,23 @@ func (e *Env) StartControllerWithin(ctx context.Context, timeout time.Duration) 
 		c.leaveService()
 		close(c.done)
 	}()
-	e.logf("started ohmlab-controller %s (pid %d) as ServiceAccount %s/%s, metrics on %s, probes on %s, webhook on %s",
+	e.logf("started ohmlab-controller %s (pid %d) as ServiceAccount %s/%s, metrics on %s, probes on %s, webhook on %q",
 		c.Name, c.cmd.Process.Pid, ControllerNamespace, e.Chart.ServiceAccount, c.MetricsAddr, c.ProbeAddr, c.WebhookAddr)
 	if err := c.waitReady(ctx, timeout); err != nil {
 		c.Kill()
 		return nil, fmt.Errorf("%w\ncontroller logs:\n%s", err, c.Logs())
 	}
-	e.Network.AddBackend(e.WebhookService, c.WebhookAddr)
+	if c.WebhookAddr != "" {
+		e.Network.AddBackend(e.WebhookService, c.WebhookAddr)
+	}
 	return c, nil
 }
 
 // leaveService removes the replica from the webhook Service's endpoints.
 func (c *Controller) leaveService() {
+	if c.WebhookAddr == "" {
+		return
+	}
 	c.once.Do(func() { c.env.Network.RemoveBackend(c.env.WebhookService, c.WebhookAddr) })
 }
 

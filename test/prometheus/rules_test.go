@@ -45,6 +45,12 @@ var wantAlerts = []string{
 // a Prometheus rules file.
 func renderRules(t *testing.T) map[string]any {
 	t.Helper()
+	return renderRulesWith(t, values)
+}
+
+// renderRulesWith is renderRules with other values.
+func renderRulesWith(t *testing.T, values string) map[string]any {
+	t.Helper()
 	objs := charttest.Filter(charttest.Render(t, charttest.Values(t, values), charttest.MonitoringAPI), "PrometheusRule")
 	if len(objs) != 1 {
 		t.Fatalf("%d PrometheusRules rendered, want 1", len(objs))
@@ -119,18 +125,41 @@ func TestAlertsWithPromtool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if got := loadUnitTests(t).RuleFiles; len(got) != 1 || got[0] != "rules.yaml" {
+		t.Fatalf("%s: rule_files is %v, want [rules.yaml] (the rendered chart's rules)", alertTests, got)
+	}
+	runPromtool(t, promtool, renderRules(t), alertTests)
+}
+
+// shardValues add two shards to values: an OhmlabControllerDown per shard's Deployment.
+const shardValues = values + "    shards: [a, b]\n"
+
+// shardAlertTests are the histories of the shards' OhmlabControllerDown.
+const shardAlertTests = "testdata/shards_alerts_test.yaml"
+
+// TestShardAlertsWithPromtool runs testdata/shards_alerts_test.yaml with `promtool test rules`
+// on the rules the chart renders with targets.vault.shards: each Deployment's
+// OhmlabControllerDown fires for its own pods only.
+func TestShardAlertsWithPromtool(t *testing.T) {
+	promtool, err := promtoolBin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runPromtool(t, promtool, renderRulesWith(t, shardValues), shardAlertTests)
+}
+
+// runPromtool writes the rules as rules.yaml beside the test file and runs promtool on them.
+func runPromtool(t *testing.T, promtool string, spec map[string]any, testFile string) {
+	t.Helper()
 	dir := t.TempDir()
-	rules, err := yaml.Marshal(renderRules(t))
+	rules, err := yaml.Marshal(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "rules.yaml"), rules, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if got := loadUnitTests(t).RuleFiles; len(got) != 1 || got[0] != "rules.yaml" {
-		t.Fatalf("%s: rule_files is %v, want [rules.yaml] (the rendered chart's rules)", alertTests, got)
-	}
-	tests, err := os.ReadFile(alertTests)
+	tests, err := os.ReadFile(testFile)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -113,6 +113,9 @@ each template that includes it checks the values. Use: include ... | fromJson.
 {{- $enabled = append $enabled $name -}}
 {{- end -}}
 {{- end -}}
+{{- if and .Values.targets.vault.shards (not (has "vault" $enabled)) -}}
+{{- fail "targets.vault.shards: the Vault target is disabled, so no shard runs. Set targets.vault.enabled=true, or remove the shards." -}}
+{{- end -}}
 {{- if has "vault" $enabled -}}
 {{- $v := .Values.targets.vault -}}
 {{- if not $v.namespaces -}}
@@ -153,6 +156,51 @@ each template that includes it checks the values. Use: include ... | fromJson.
 {{- toJson $procs -}}
 {{- end -}}
 
+{{/*
+The shard processes, as JSON: {"<process>": {"target": "vault", "shard": "<shard>", "serviceAccount":
+"<process of the target>"}}, one per entry of targets.vault.shards when the target is enabled. A
+shard's process is named <target>-shard-<shard>; it reconciles only the objects labelled
+ohmlab.fr/shard=<shard>, under the Lease ohmlab-controller-<target>-<shard>, runs as the
+ServiceAccount of the process that runs the target (same RBAC, same Vault role), and serves no
+webhook. Use: include ... | fromJson.
+*/}}
+{{- define "ohmlab-controller.shards" -}}
+{{- $procs := include "ohmlab-controller.processes" . | fromJson -}}
+{{- $out := dict -}}
+{{- $v := .Values.targets.vault -}}
+{{- if and $v.enabled $v.shards -}}
+{{- $owner := include "ohmlab-controller.processOf" (dict "root" . "target" "vault") -}}
+{{- range $shard := $v.shards -}}
+{{- if not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" $shard) -}}
+{{- fail (printf "targets.vault.shards: %q is not a valid shard name: it is the value of the label ohmlab.fr/shard and part of the Lease ohmlab-controller-vault-<shard> and of a Deployment name, so it must be lowercase letters, digits and '-', starting and ending with a letter or digit" $shard) -}}
+{{- end -}}
+{{- $proc := printf "vault-shard-%s" $shard -}}
+{{- $full := printf "%s-%s" (include "ohmlab-controller.fullname" $) $proc -}}
+{{- if gt (len $full) 63 -}}
+{{- fail (printf "targets.vault.shards: the Deployment of shard %q would be named %s, longer than 63 characters; use a shorter shard name (or fullnameOverride)" $shard $full) -}}
+{{- end -}}
+{{- if hasKey $out $proc -}}
+{{- fail (printf "targets.vault.shards: %q is listed twice" $shard) -}}
+{{- end -}}
+{{- if hasKey $procs $proc -}}
+{{- fail (printf "deployments: process %q has the name of the Deployment of shard %q of the Vault target; rename the process" $proc $shard) -}}
+{{- end -}}
+{{- $_ := set $out $proc (dict "target" "vault" "shard" $shard "serviceAccount" $owner) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end -}}
+
+{{/* The Lease names of a target: the unsharded one, then one per shard. Argument: dict "root" $ "target" name. */}}
+{{- define "ohmlab-controller.leaseNames" -}}
+{{- $names := list (printf "ohmlab-controller-%s" .target) -}}
+{{- $t := index .root.Values.targets .target -}}
+{{- range $t.shards -}}
+{{- $names = append $names (printf "ohmlab-controller-%s-%s" $.target .) -}}
+{{- end -}}
+{{- toJson $names -}}
+{{- end -}}
+
 {{/* The process that runs a target, or "". Argument: dict "root" $ "target" name. */}}
 {{- define "ohmlab-controller.processOf" -}}
 {{- $procs := include "ohmlab-controller.processes" .root | fromJson -}}
@@ -173,7 +221,7 @@ each template that includes it checks the values. Use: include ... | fromJson.
 
 {{/*
 One process's configuration file (/etc/ohmlab/config.yaml): only its targets' sections.
-Argument: dict "root" $ "targets" list.
+Argument: dict "root" $ "targets" list, and "shard" name for a shard's process.
 */}}
 {{- define "ohmlab-controller.config" -}}
 {{- $root := .root -}}
@@ -190,7 +238,11 @@ Argument: dict "root" $ "targets" list.
 {{- $_ := set $backend "tlsServerName" $v.backend.tlsServerName -}}
 {{- end -}}
 {{- $le := dict "namespace" (include "ohmlab-controller.leaseNamespace" (dict "root" $root "target" $t)) "leaseDuration" $v.leaderElection.leaseDuration -}}
-{{- $_ := set $sections $t (dict "namespaces" $v.namespaces "observeOnly" $v.observeOnly "allowDelete" $v.allowDelete "resyncPeriod" $v.resyncPeriod "concurrency" $v.concurrency "leaderElection" $le "backend" $backend) -}}
+{{- $section := dict "namespaces" $v.namespaces "observeOnly" $v.observeOnly "allowDelete" $v.allowDelete "resyncPeriod" $v.resyncPeriod "concurrency" $v.concurrency "leaderElection" $le "backend" $backend -}}
+{{- if $.shard -}}
+{{- $_ := set $section "shard" $.shard -}}
+{{- end -}}
+{{- $_ := set $sections $t $section -}}
 {{- end -}}
 {{- end -}}
 {{- toYaml (dict "targets" $sections) -}}
