@@ -5,7 +5,8 @@
 # of main, to compare); RESYNC_SCALE is the controller's resync period (its
 # default, 10m; the run watches two periods after all objects are Ready);
 # BENCH_FLAGS adds flags of test/benchscale (-restart: the first period
-# after a restart too).
+# after a restart too; -cpuprofile FILE: a CPU profile of the controller
+# over the first resync, through its --pprof-bind-address).
 N                ?= 1000
 RESYNC_SCALE     ?= 10m
 BENCH_DIR        ?= $(CURDIR)/.bench

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 
@@ -170,6 +171,13 @@ func LoadVaultConfig(section []byte) (VaultConfig, error) {
 	return cfg, nil
 }
 
+// bcryptSlots bounds the process's bcrypt work to one computation per core,
+// however many workers (targets.vault.concurrency) generate or compare
+// hashes at once. Keeping a core free of bcrypt was measured too (make
+// bench-scale, issue 13): on 2 cores it made creation 1.7 times the bcrypt
+// floor, and the webhook's own latency was about 1 ms either way.
+var bcryptSlots = templating.NewBcryptSlots(runtime.GOMAXPROCS(0))
+
 // NewManager builds the Vault target's manager: a cache scoped to its
 // namespaces (and to its shard, see cacheOptions), the VaultSeed reconciler
 // of its shard, the admission webhook, the CRD revision check, and the Lease
@@ -198,6 +206,7 @@ func (cfg VaultConfig) NewManager(ctx context.Context, p Process) (manager.Manag
 		Metrics:                       metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress:        "0",
 		Cache:                         cfg.cacheOptions(selector, p.Webhook != nil),
+		MapperProvider:                newRESTMapper,
 		LeaderElection:                p.LeaderElection,
 		LeaderElectionID:              LeaseName("vault", cfg.Shard),
 		LeaderElectionNamespace:       cfg.LeaderElection.Namespace,
@@ -242,7 +251,7 @@ func (cfg VaultConfig) NewManager(ctx context.Context, p Process) (manager.Manag
 	r := &vaultseed.Reconciler{
 		Client:       mgr.GetClient(),
 		KV:           kv,
-		Generator:    templating.Generator{Rand: rand.Reader, Cache: templating.NewHashCache(rand.Reader)},
+		Generator:    templating.Generator{Rand: rand.Reader, Cache: templating.NewHashCache(rand.Reader), Slots: bcryptSlots},
 		Recorder:     mgr.GetEventRecorder("ohmlab-controller-vault"),
 		Metrics:      vaultseed.NewMetrics(p.Registry),
 		Target:       "vault",
@@ -273,12 +282,14 @@ func (cfg VaultConfig) NewManager(ctx context.Context, p Process) (manager.Manag
 // caches every VaultSeed instead: the webhook's analysis must see the
 // objects of every shard (a duplicate path or a cycle across shards), and
 // its reconciler filters to its shard (vaultseed.Reconciler.Selector).
+// Cached objects go without their managedFields, which nothing here reads
+// (issue 13: memory and GC at 10,000 objects).
 func (cfg VaultConfig) cacheOptions(selector labels.Selector, webhook bool) cache.Options {
 	namespaces := map[string]cache.Config{}
 	for _, ns := range cfg.Namespaces {
 		namespaces[ns] = cache.Config{}
 	}
-	opts := cache.Options{DefaultNamespaces: namespaces}
+	opts := cache.Options{DefaultNamespaces: namespaces, DefaultTransform: cache.TransformStripManagedFields()}
 	if !webhook {
 		opts.ByObject = map[client.Object]cache.ByObject{&ohmlabv1alpha1.VaultSeed{}: {Label: selector}}
 	}

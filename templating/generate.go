@@ -48,6 +48,34 @@ type Generator struct {
 	// one identity made once per process, so planning the same missing keys
 	// at every resync costs no bcrypt or age work.
 	Dry bool
+	// Slots, when set, bounds the bcrypt hashes and compares that run at
+	// once, across every Generator sharing it. May be nil (no bound).
+	Slots *BcryptSlots
+}
+
+// BcryptSlots bounds how many bcrypt hashes and compares run at once in a
+// process: each takes a core for tens of milliseconds, so more at once than
+// cores only share the cores, and delay the reconciles that have no bcrypt
+// to do. Make it with [NewBcryptSlots]; a nil *BcryptSlots bounds nothing.
+type BcryptSlots struct {
+	c chan struct{}
+}
+
+// NewBcryptSlots returns a bound of n bcrypt computations at once (at least
+// one).
+func NewBcryptSlots(n int) *BcryptSlots {
+	return &BcryptSlots{c: make(chan struct{}, max(n, 1))}
+}
+
+// run runs f in a slot, waiting for one.
+func (s *BcryptSlots) run(f func()) {
+	if s == nil {
+		f()
+		return
+	}
+	s.c <- struct{}{}
+	defer func() { <-s.c }()
+	f()
 }
 
 // DryBcrypt is what a dry [Generator.Bcrypt] returns: not a bcrypt hash, so
@@ -174,7 +202,9 @@ func (g Generator) Bcrypt(src string) (string, error) {
 	if cost == 0 {
 		cost = bcrypt.DefaultCost
 	}
-	h, err := bcrypt.GenerateFromPassword([]byte(src), cost)
+	var h []byte
+	var err error
+	g.Slots.run(func() { h, err = bcrypt.GenerateFromPassword([]byte(src), cost) })
 	if err != nil {
 		return "", fmt.Errorf("templating: bcrypt: %w", err)
 	}
@@ -193,7 +223,7 @@ func (g Generator) Bcrypt(src string) (string, error) {
 func (g Generator) Matches(at Slot, l Leaf, stored, source string) bool {
 	switch l.Kind {
 	case KindBcrypt:
-		return g.Cache.Matches(at, stored, source)
+		return g.Cache.matches(at, stored, source, g.Slots)
 	case KindAgePublic:
 		pub, err := AgePublic(source)
 		return err == nil && pub == stored
@@ -203,6 +233,11 @@ func (g Generator) Matches(at Slot, l Leaf, stored, source string) bool {
 
 // bcryptMatches is bcrypt.CompareHashAndPassword, refusing sources bcrypt
 // would truncate.
-func bcryptMatches(hash, source string) bool {
-	return len(source) <= MaxBcryptInput && bcrypt.CompareHashAndPassword([]byte(hash), []byte(source)) == nil
+func bcryptMatches(hash, source string, slots *BcryptSlots) bool {
+	if len(source) > MaxBcryptInput {
+		return false
+	}
+	var err error
+	slots.run(func() { err = bcrypt.CompareHashAndPassword([]byte(hash), []byte(source)) })
+	return err == nil
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"testing/cryptotest"
+	"time"
 
 	"filippo.io/age"
 	"github.com/google/go-cmp/cmp"
@@ -433,5 +434,35 @@ func TestDryGeneratorDoesNoBcryptOrAgeWork(t *testing.T) {
 	}
 	if diff := cmp.Diff(real.Changes, got.Changes); diff != "" {
 		t.Errorf("dry and real plans differ (-real +dry):\n%s", diff)
+	}
+}
+
+// Hashes and compares wait for a free slot of the Generator's BcryptSlots.
+func TestBcryptSlotsBoundBcrypt(t *testing.T) {
+	hash, err := Generator{BcryptCost: bcrypt.MinCost}.Bcrypt("source")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slots := NewBcryptSlots(1)
+	g := Generator{BcryptCost: bcrypt.MinCost, Slots: slots}
+	for name, work := range map[string]func(){
+		"hash":    func() { _, _ = g.Bcrypt("source") },
+		"compare": func() { g.Matches(Slot{}, Leaf{Kind: KindBcrypt}, hash, "source") },
+	} {
+		t.Run(name, func(t *testing.T) {
+			slots.c <- struct{}{} // every slot taken
+			done := make(chan struct{})
+			go func() {
+				work()
+				close(done)
+			}()
+			select {
+			case <-done:
+				t.Fatal("ran while every slot was taken")
+			case <-time.After(100 * time.Millisecond):
+			}
+			<-slots.c
+			<-done
+		})
 	}
 }

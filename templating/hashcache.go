@@ -50,8 +50,13 @@ func NewHashCache(rand io.Reader) *HashCache {
 // compared at most once in the life of the process). Mismatches are not
 // remembered. A source over 72 bytes never matches.
 func (c *HashCache) Matches(at Slot, hash, source string) bool {
+	return c.matches(at, hash, source, nil)
+}
+
+// matches is Matches with its bcrypt compare run in one of slots.
+func (c *HashCache) matches(at Slot, hash, source string, slots *BcryptSlots) bool {
 	if c == nil || c.key == nil {
-		return bcryptMatches(hash, source)
+		return bcryptMatches(hash, source, slots)
 	}
 	d := c.digest(hash, source)
 	c.mu.Lock()
@@ -60,7 +65,7 @@ func (c *HashCache) Matches(at Slot, hash, source string) bool {
 	if ok && held == d {
 		return true
 	}
-	if !bcryptMatches(hash, source) {
+	if !bcryptMatches(hash, source, slots) {
 		return false
 	}
 	c.store(at, d)

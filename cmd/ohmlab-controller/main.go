@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"slices"
 	"time"
@@ -45,6 +46,7 @@ type flags struct {
 	leaderElect      bool
 	shard            string
 	gracefulShutdown time.Duration
+	pprofAddr        string
 }
 
 func main() {
@@ -58,6 +60,7 @@ func main() {
 	flag.BoolVar(&f.leaderElect, "leader-elect", true, "Hold a Lease per target (ohmlab-controller-<target>, or ohmlab-controller-<target>-<shard> for a target section that names a shard) so that one replica reconciles.")
 	flag.StringVar(&f.shard, "shard", "", "Run every target as this shard: reconcile only the objects labelled ohmlab.fr/shard=<shard>, under the Lease ohmlab-controller-<target>-<shard>, without the webhook (the same as shard: in each target's section of the config).")
 	flag.DurationVar(&f.gracefulShutdown, "graceful-shutdown-timeout", 30*time.Second, "How long in-flight reconciles may finish after SIGTERM.")
+	flag.StringVar(&f.pprofAddr, "pprof-bind-address", "", "Address of Go's profiling endpoint (/debug/pprof/), for measuring the controller (make bench-scale); empty, the default, turns it off.")
 	flag.Parse()
 
 	log, err := newLogger(f.logLevel)
@@ -86,11 +89,21 @@ func newLogger(level string) (logr.Logger, error) {
 	// An error's message says what failed; a Go stack trace under it is noise
 	// to the platform engineer reading the log.
 	cfg.DisableStacktrace = true
-	z, err := cfg.Build()
+	z, err := cfg.Build(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return lazyCore{c} }))
 	if err != nil {
 		return logr.Logger{}, err
 	}
 	return zapr.NewLogger(z), nil
+}
+
+// lazyCore encodes the key-value pairs given to WithValues only when a line
+// is written: controller-runtime gives every reconcile a logger with the
+// object's name and a reconcile ID, and a quiet resync writes no line
+// (issue 13: encoding them eagerly was a twentieth of a quiet resync's CPU).
+type lazyCore struct{ zapcore.Core }
+
+func (c lazyCore) With(fields []zapcore.Field) zapcore.Core {
+	return lazyCore{zapcore.NewLazyWith(c.Core, fields)}
 }
 
 // run starts one manager per configured target and serves the process's
@@ -151,6 +164,17 @@ func run(ctx context.Context, f flags, log logr.Logger) error {
 	if f.metricsAddr != "0" {
 		serve(ctx, g, f.metricsAddr, map[string]http.Handler{
 			"/metrics": promhttp.HandlerFor(ctrlmetrics.Registry, promhttp.HandlerOpts{}),
+		})
+	}
+	if f.pprofAddr != "" {
+		// Off by default: profiles show the process's internals to whoever
+		// reaches the address.
+		serve(ctx, g, f.pprofAddr, map[string]http.Handler{
+			"/debug/pprof/":        http.HandlerFunc(pprof.Index),
+			"/debug/pprof/cmdline": http.HandlerFunc(pprof.Cmdline),
+			"/debug/pprof/profile": http.HandlerFunc(pprof.Profile),
+			"/debug/pprof/symbol":  http.HandlerFunc(pprof.Symbol),
+			"/debug/pprof/trace":   http.HandlerFunc(pprof.Trace),
 		})
 	}
 	for _, name := range names {

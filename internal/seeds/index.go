@@ -49,7 +49,8 @@ func IndexFields(ctx context.Context, mgr ctrl.Manager) error {
 // through references (a cycle through its path lies among them). It lists
 // them path by path with the IndexPath index of reader (the manager's
 // cache), not the whole cache, and leaves out any copy of seed itself (the
-// cached version of an update).
+// cached version of an update). The objects may be the cache's own: the
+// caller must not change them.
 //
 // An object among them whose spec.data cannot be decoded (the API server's
 // schema makes it an object, so only a cache fed otherwise holds one) is an
@@ -67,8 +68,10 @@ func Related(ctx context.Context, reader client.Reader, seed *ohmlabv1alpha1.Vau
 			continue
 		}
 		seen[p] = true
+		// Only read: the cache's own objects, not copies (issue 13: the
+		// copies were most of what a quiet reconcile allocated).
 		var list ohmlabv1alpha1.VaultSeedList
-		if err := reader.List(ctx, &list, client.MatchingFields{IndexPath: p}); err != nil {
+		if err := reader.List(ctx, &list, client.MatchingFields{IndexPath: p}, client.UnsafeDisableDeepCopy); err != nil {
 			return nil, fmt.Errorf("listing the VaultSeeds on %s: %w", p, err)
 		}
 		for i := range list.Items {

@@ -1,14 +1,18 @@
 package vaultseed
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
 	"github.com/ohmlab/ohmlab-controller/internal/seeds"
@@ -82,15 +86,90 @@ func BenchmarkAnalyseSeed(b *testing.B) {
 	}
 }
 
-// BenchmarkReportMetrics is the metrics work of one reconcile (Ready and
-// last-reconcile series) among 10,000 objects.
+// BenchmarkReportMetrics is the metrics work of one reconcile among 100
+// and among 10,000 objects: the same cost at both sizes is O(1) per
+// reconcile (issue 13). report: Ready and last-reconcile series;
+// observe-only: the planned changes too; write: a data write counted;
+// reason change: the Ready series replaced; forget: a deleted object's
+// series removed (and made again by its next reconcile).
 func BenchmarkReportMetrics(b *testing.B) {
-	m := NewMetrics(prometheus.NewRegistry())
-	for i := range 10000 {
-		m.setReady("vault", testNamespace, fmt.Sprintf("bench-%05d", i), ohmlabv1alpha1.ReasonReconciled, true)
+	const obj = "bench-00001"
+	cases := []struct {
+		name string
+		op   func(m *Metrics)
+	}{
+		{"report", func(m *Metrics) {
+			m.setReady("vault", testNamespace, obj, ohmlabv1alpha1.ReasonReconciled, true)
+			m.LastReconcile.WithLabelValues("vault", testNamespace, obj).SetToCurrentTime()
+		}},
+		{"observe-only", func(m *Metrics) {
+			m.setPlanned(testNamespace, obj, map[string]int{ActionUpdateField: 1})
+			m.setReady("vault", testNamespace, obj, ohmlabv1alpha1.ReasonObserveOnly, false)
+		}},
+		{"write", func(m *Metrics) { m.DataWrites.WithLabelValues("vault", testNamespace, obj).Inc() }},
+		{"reason change", func(m *Metrics) {
+			m.setReady("vault", testNamespace, obj, ohmlabv1alpha1.ReasonBackendUnavailable, false)
+			m.setReady("vault", testNamespace, obj, ohmlabv1alpha1.ReasonReconciled, true)
+		}},
+		{"forget", func(m *Metrics) {
+			m.forget("vault", testNamespace, obj)
+			m.setReady("vault", testNamespace, obj, ohmlabv1alpha1.ReasonReconciled, true)
+			m.LastReconcile.WithLabelValues("vault", testNamespace, obj).SetToCurrentTime()
+			m.DataWrites.WithLabelValues("vault", testNamespace, obj).Inc()
+		}},
 	}
+	for _, n := range []int{100, 10000} {
+		m := NewMetrics(prometheus.NewRegistry())
+		for i := range n {
+			name := fmt.Sprintf("bench-%05d", i)
+			m.setReady("vault", testNamespace, name, ohmlabv1alpha1.ReasonReconciled, true)
+			m.LastReconcile.WithLabelValues("vault", testNamespace, name).SetToCurrentTime()
+			m.DataWrites.WithLabelValues("vault", testNamespace, name).Inc()
+		}
+		for _, c := range cases {
+			b.Run(fmt.Sprintf("%s/objects-%d", c.name, n), func(b *testing.B) {
+				for b.Loop() {
+					c.op(m)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkQuietReconcile is one reconcile of an object that is Ready and
+// unchanged, against the real API server and Vault (the manager's cache,
+// one Vault read, the source from the resync's read): what a quiet resync
+// costs per object besides the work queue. The objects are those of `make
+// bench-scale` at the tests' bcrypt cost; each has been reconciled, so its
+// hash is in the cache.
+func BenchmarkQuietReconcile(b *testing.B) {
+	const n = 20
+	f := startController(b, controllerOptions{resync: time.Hour})
+	for i := range n {
+		data := `{"password": "<random:24>", "hash": "<bcrypt:password>"`
+		if i%2 == 1 {
+			data += `, "previous": "<ref:` + f.path(fmt.Sprintf("o%02d", i-1)) + `#password>"`
+		}
+		f.create(f.seed(fmt.Sprintf("o%02d", i), f.path(fmt.Sprintf("o%02d", i)), data+"}"))
+	}
+	for i := range n {
+		f.waitReady(fmt.Sprintf("o%02d", i))
+	}
+	reads := f.kv.Counts()["read"]
+	ctx := context.Background()
+	i := 0
 	for b.Loop() {
-		m.setReady("vault", testNamespace, "bench-00001", ohmlabv1alpha1.ReasonReconciled, true)
-		m.LastReconcile.WithLabelValues("vault", testNamespace, "bench-00001").SetToCurrentTime()
+		req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: f.ns, Name: fmt.Sprintf("o%02d", i%n)}}
+		if _, err := f.r.Reconcile(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+	b.StopTimer()
+	if got := f.kv.Counts()["read"] - reads; got > i {
+		b.Errorf("%d Vault reads for %d reconciles, want at most one each", got, i)
+	}
+	if w := f.kv.Counts()["write"]; w != n {
+		b.Errorf("%d Vault writes, want the %d of the creations", w, n)
 	}
 }

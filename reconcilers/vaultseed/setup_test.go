@@ -52,6 +52,15 @@ func TestUntilPhase(t *testing.T) {
 			}
 		}
 	})
+	t.Run("objects share the slots of the period", func(t *testing.T) {
+		due := map[time.Time]int{}
+		for i := range 1000 {
+			due[now.Add(untilPhase(types.NamespacedName{Namespace: "ns", Name: fmt.Sprintf("bench-%05d", i)}, period, now))]++
+		}
+		if len(due) > resyncSlots {
+			t.Errorf("1000 objects come due at %d instants of the period, want at most %d", len(due), resyncSlots)
+		}
+	})
 	t.Run("no period", func(t *testing.T) {
 		if d := untilPhase(types.NamespacedName{Name: "o"}, 0, now); d != 0 {
 			t.Errorf("untilPhase with no period = %s, want 0", d)

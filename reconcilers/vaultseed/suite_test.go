@@ -95,6 +95,7 @@ type fixture struct {
 	kv      *spyKV
 	metrics *prometheus.Registry
 	logs    *syncBuffer
+	r       *Reconciler
 }
 
 // startController creates a namespace for the test and runs a manager with
@@ -138,6 +139,7 @@ func startController(t testing.TB, opts controllerOptions) *fixture {
 		Selector:     opts.selector,
 	}
 	g.Expect(r.SetupWithManager(mgr, 2)).To(Succeed())
+	f.r = r
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -61,6 +61,9 @@ type Options struct {
 	// ControllerEnv are extra environment variables of every controller
 	// process (KEY=value).
 	ControllerEnv []string
+	// ControllerArgs are extra arguments of every controller process, after
+	// the Deployment's.
+	ControllerArgs []string
 	// CRDDirectories are installed with the ohmlab CRD (cert-manager's).
 	CRDDirectories []string
 	// CertManager, when set, is started once the control plane runs, before

@@ -62,7 +62,7 @@ func (e *Env) podArgs(c *Controller, webhookPort int) []string {
 	for k, v := range override {
 		args = append(args, k+"="+v)
 	}
-	return args
+	return append(args, e.opts.ControllerArgs...)
 }
 
 // podCommand runs bin in a mount namespace of its own where the projected
