@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ohmlab/ohmlab-controller/charts/charttest"
+	"github.com/ohmlab/ohmlab-controller/test/harness"
 )
 
 // The samples the test applies with kubectl (config/samples).
@@ -105,7 +106,7 @@ func setUp(t *testing.T, c *Cluster) *env {
 	t.Cleanup(vault.Stop)
 
 	t.Log("starting cert-manager (its controllers and cainjector, in-process) against the node's API server")
-	var cmLog lockedBuffer
+	var cmLog harness.LockedBuffer
 	cmCtx, stopCM := context.WithCancel(context.Background())
 	t.Cleanup(stopCM)
 	logger := funcr.New(func(prefix, args string) { fmt.Fprintln(&cmLog, prefix, args) }, funcr.Options{})

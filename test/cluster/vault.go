@@ -38,7 +38,7 @@ type Vault struct {
 	Client *vaultapi.Client
 	cmd    *exec.Cmd
 	exited chan struct{}
-	log    *lockedBuffer
+	log    *harness.LockedBuffer
 	once   sync.Once
 }
 
@@ -56,7 +56,7 @@ func StartVault(ctx context.Context, nodeExec []string, ip string) (*Vault, erro
 	cmd := exec.Command(nodeExec[0], args...)
 	// Its own process group, killed with the test binary if that dies.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	v := &Vault{Addr: "http://" + listen, cmd: cmd, exited: make(chan struct{}), log: &lockedBuffer{}}
+	v := &Vault{Addr: "http://" + listen, cmd: cmd, exited: make(chan struct{}), log: &harness.LockedBuffer{}}
 	// Its stdout is the dev-mode banner, with the unseal key: not kept.
 	cmd.Stdout, cmd.Stderr = io.Discard, v.log
 	if err := cmd.Start(); err != nil {
@@ -126,24 +126,6 @@ func (v *Vault) Stop() {
 		_ = syscall.Kill(-v.cmd.Process.Pid, syscall.SIGKILL)
 		<-v.exited
 	})
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	return len(p), nil
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return string(b.buf)
 }
 
 // KubernetesLogins returns the metadata of every live token that Vault's

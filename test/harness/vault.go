@@ -40,7 +40,7 @@ type Vault struct {
 	cmd       *exec.Cmd
 	exited    chan struct{}
 	unsealKey string
-	log       *lockedBuffer
+	log       *LockedBuffer
 	// restart, when set, replaces the dev server's start in Restart (a
 	// FileVault starts again on its storage).
 	restart func() error
@@ -89,7 +89,7 @@ func (v *Vault) start() error {
 	if err != nil {
 		return err
 	}
-	v.log = &lockedBuffer{}
+	v.log = &LockedBuffer{}
 	cmd.Stderr = v.log
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting %s: %w", bin, err)
@@ -287,19 +287,21 @@ func freePortPair() (int, error) {
 	return 0, errors.New("no free loopback port pair")
 }
 
-type lockedBuffer struct {
+// LockedBuffer collects a process's output, written by its pipe's
+// goroutine and read by a test.
+type LockedBuffer struct {
 	mu  sync.Mutex
 	buf []byte
 }
 
-func (b *lockedBuffer) Write(p []byte) (int, error) {
+func (b *LockedBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.buf = append(b.buf, p...)
 	return len(p), nil
 }
 
-func (b *lockedBuffer) String() string {
+func (b *LockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return string(b.buf)

@@ -101,7 +101,7 @@ func (f *FileVault) Start() error {
 	cmd := exec.Command(bin, "server", "-config="+f.configFile())
 	cmd.Env = append(os.Environ(), "VAULT_ADDR="+f.Addr)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	f.log = &lockedBuffer{}
+	f.log = &LockedBuffer{}
 	cmd.Stdout, cmd.Stderr = f.log, f.log
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting %s: %w", bin, err)
