@@ -41,16 +41,23 @@ func startEnv(t *testing.T, resync time.Duration) *Env {
 	return env
 }
 
-// startController starts a controller process for the test, tried again
-// when a port it picked was taken meanwhile by another process of the
-// machine (harness.FreePort checks 127.0.0.1, the webhook server listens on
-// every address).
+// startController starts a controller process for the test (see
+// startProcess).
 func startController(t *testing.T, env *Env) *Controller {
 	t.Helper()
+	return startProcess(t, "controller", env.StartController)
+}
+
+// startProcess starts a process of the controller for the test with start,
+// tried again when a port it picked was taken meanwhile by another process
+// of the machine (harness.FreePort checks 127.0.0.1, the webhook server
+// listens on every address). Its logs are printed when the test fails.
+func startProcess(t *testing.T, name string, start func(context.Context) (*Controller, error)) *Controller {
+	t.Helper()
 	for attempt := 1; ; attempt++ {
-		c, err := env.StartController(context.Background())
+		c, err := start(context.Background())
 		if err != nil && attempt < 3 && strings.Contains(err.Error(), "address already in use") {
-			t.Logf("starting the controller again: %v", err)
+			t.Logf("starting the %s again: %v", name, err)
 			continue
 		}
 		if err != nil {
@@ -61,7 +68,7 @@ func startController(t *testing.T, env *Env) *Controller {
 				c.Stop()
 			}
 			if t.Failed() {
-				t.Logf("controller logs:\n%s", c.Logs())
+				t.Logf("%s logs:\n%s", name, c.Logs())
 			}
 		})
 		return c

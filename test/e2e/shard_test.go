@@ -86,24 +86,7 @@ func isReady(s *ohmlabv1alpha1.VaultSeed) bool {
 
 func startShard(t *testing.T, env *Env, shard string) *Controller {
 	t.Helper()
-	for attempt := 1; ; attempt++ {
-		c, err := env.StartShard(context.Background(), shard)
-		if err != nil && attempt < 3 && strings.Contains(err.Error(), "address already in use") {
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if !c.Exited() {
-				c.Stop()
-			}
-			if t.Failed() {
-				t.Logf("shard %s logs:\n%s", shard, c.Logs())
-			}
-		})
-		return c
-	}
+	return startProcess(t, "shard "+shard, func(ctx context.Context) (*Controller, error) { return env.StartShard(ctx, shard) })
 }
 
 // TestShards runs the chart with targets.vault.shards: [a, b] through the built binaries: the
