@@ -145,8 +145,11 @@ func TestShardChangedWhenLeaving(t *testing.T) {
 			g.Expect(after.Status.ManagedKeys).To(Equal(before.Status.ManagedKeys))
 			g.Expect(after.Status.ObservedGeneration).To(Equal(before.Status.ObservedGeneration))
 			g.Expect(after.Finalizers).To(Equal(before.Finalizers))
-			_, served := f.gaugeValue("ohmlab_object_ready", map[string]string{"name": name})
-			g.Expect(served).To(BeFalse(), "the process forgets the object")
+			// It forgets the object right after the status write.
+			g.Eventually(func() bool {
+				_, served := f.gaugeValue("ohmlab_object_ready", map[string]string{"name": name})
+				return served
+			}, 5*time.Second, 10*time.Millisecond).Should(BeFalse(), "the process forgets the object")
 		})
 	}
 }
