@@ -981,17 +981,7 @@ func TestBadValuesFail(t *testing.T) {
 		},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := charttest.RenderE(charttest.Values(t, tt.values), charttest.Options{})
-			if err == nil {
-				t.Fatal("rendering succeeded")
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error does not contain %q:\n%v", w, err)
-				}
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { wantRenderError(t, tt.values, tt.want) })
 	}
 }
 
@@ -1123,5 +1113,20 @@ func TestRenderHelpers(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{ns, "platform-secrets", "vault-operator-system"}, charttest.Namespaces(objs)); diff != "" {
 		t.Errorf("Namespaces (-want +got):\n%s", diff)
+	}
+}
+
+// wantRenderError renders the chart with values and checks that rendering
+// fails with an error holding every string of want.
+func wantRenderError(t *testing.T, values string, want []string) {
+	t.Helper()
+	_, err := charttest.RenderE(charttest.Values(t, values), charttest.Options{})
+	if err == nil {
+		t.Fatal("rendering succeeded")
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error does not contain %q:\n%v", w, err)
+		}
 	}
 }

@@ -262,16 +262,6 @@ func TestBadShardsFail(t *testing.T) {
 		{name: "name too long with the release's", values: vaultOn + "    shards: [abcdefghijklmnopqrstuvwxyz0123456]\nfullnameOverride: a-rather-long-release-name\n", want: []string{"longer than 63 characters"}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := charttest.RenderE(charttest.Values(t, tt.values), charttest.Options{})
-			if err == nil {
-				t.Fatal("rendering succeeded")
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error does not contain %q:\n%v", w, err)
-				}
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { wantRenderError(t, tt.values, tt.want) })
 	}
 }
