@@ -52,16 +52,17 @@ import (
 )
 
 type config struct {
-	n          int
-	resync     time.Duration
-	controller string
-	admissions int
-	pairs      int
-	workers    int
-	logDir     string
-	restart    bool
-	cpuProfile string
-	floorMax   int
+	n           int
+	resync      time.Duration
+	controller  string
+	admissions  int
+	pairs       int
+	workers     int
+	logDir      string
+	restart     bool
+	cpuProfile  string
+	heapProfile string
+	floorMax    int
 }
 
 func main() {
@@ -74,6 +75,7 @@ func main() {
 	flag.IntVar(&cfg.workers, "workers", 16, "Concurrent creations of the N objects.")
 	flag.BoolVar(&cfg.restart, "restart", false, "Then restart the controller and watch its first resync period (one period more).")
 	flag.StringVar(&cfg.cpuProfile, "cpuprofile", "", "Write a CPU profile of the controller over the first resync after creation to this file (go tool pprof); the controller must have --pprof-bind-address.")
+	flag.StringVar(&cfg.heapProfile, "heapprofile-prefix", "", "Write heap profiles of the controller (go tool pprof) when all objects are Ready and at the end of the quiet resync period, to PREFIX-ready.pprof and PREFIX-quiet.pprof.")
 	flag.IntVar(&cfg.floorMax, "floor-max", 2000, "At most this many hashes are timed for the bcrypt floor; for a larger N the floor is scaled from them (a hash costs the same each time).")
 	flag.StringVar(&cfg.logDir, "dir", "", "Directory for the environment's files and controller.log (default: a new temporary directory, kept).")
 	flag.Parse()
@@ -112,7 +114,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	load := startLoad(ctx)
 	var args []string
 	pprofAddr := ""
-	if cfg.cpuProfile != "" {
+	if cfg.cpuProfile != "" || cfg.heapProfile != "" {
 		port, err := harness.FreePort()
 		if err != nil {
 			return err
@@ -148,6 +150,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		return func() { close(done) }
 	}
 	stopWatching := exited(ctrl)
+	rss := startRSS(ctx, ctrl.PID(), "creation")
 	progress("controller log: %s", logFile.Name())
 
 	// The benchmark's own client is not rate limited, so that creating
@@ -202,6 +205,11 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	}
 	r.creation = ready.sub(before)
 	progress("all Ready after %s", r.toReady.Round(time.Second))
+	if cfg.heapProfile != "" {
+		if err := heapProfile(ctx, pprofAddr, cfg.heapProfile+"-ready.pprof"); err != nil {
+			return err
+		}
+	}
 
 	progress("dependent after source: %d dependents created before their source", cfg.pairs)
 	if r.depLatency, err = dependentAfterSource(ctx, cl, env, w, cfg.pairs); err != nil {
@@ -211,6 +219,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	// Each object resyncs once per period at a fixed phase: the period
 	// after all are Ready holds the first resync of each.
 	progress("watching the first resync after creation (%s)", cfg.resync)
+	rss.enter("first resync")
 	profile := make(chan error, 1)
 	if cfg.cpuProfile != "" {
 		go func() { profile <- cpuProfile(ctx, pprofAddr, cfg.resync, cfg.cpuProfile) }()
@@ -225,6 +234,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		progress("CPU profile of the first resync: %s", cfg.cpuProfile)
 	}
 	progress("watching a later quiet resync period (%s)", cfg.resync)
+	rss.enter("quiet resync")
 	if r.quietResync, err = window(ctx, ctrl, w, cfg.resync); err != nil {
 		return err
 	}
@@ -232,7 +242,14 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		return err
 	}
 
+	if cfg.heapProfile != "" {
+		if err := heapProfile(ctx, pprofAddr, cfg.heapProfile+"-quiet.pprof"); err != nil {
+			return err
+		}
+		progress("heap profile at the end of the quiet resync: %s-quiet.pprof", cfg.heapProfile)
+	}
 	progress("admission: %d objects created one at a time", cfg.admissions)
+	rss.enter("admission")
 	if r.admission, err = admission(ctx, cl, ctrl, "adm-", cfg.admissions, true); err != nil {
 		return err
 	}
@@ -245,6 +262,10 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		return err
 	}
 	r.hwm, r.rss = status.VmHWM, status.VmRSS
+	r.rssPeaks = rss.stop()
+	if r.goHeap, err = goHeap(ctx, ctrl); err != nil {
+		return err
+	}
 	if cfg.restart {
 		progress("restarting the controller; watching its first resync period (%s)", cfg.resync)
 		stopWatching()
@@ -705,6 +726,8 @@ type report struct {
 	// the N objects are being reconciled.
 	admission, admissionBusy admissions
 	hwm, rss                 uint64
+	rssPeaks                 string // the largest resident set of each phase
+	goHeap                   string // the Go runtime's memory at the end
 
 	floorTimed    int
 	stale         int           // objects last reconciled more than a period before the quiet period's end
@@ -758,6 +781,8 @@ func (r report) print(out io.Writer) {
 			r.restartPeriod.reconciles, ops(r.restartPeriod.requests, 1), r.restartPeriod.cpu, strings.Join(minutes, ", "))
 	}
 	fmt.Fprintf(tw, "memory\t%s high-water mark (VmHWM), %s resident at the end\n", mib(r.hwm), mib(r.rss))
+	fmt.Fprintf(tw, "  resident set, the largest 1-s sample of each phase\t%s\n", r.rssPeaks)
+	fmt.Fprintf(tw, "  the Go runtime at the end (go_memstats_*)\t%s\n", r.goHeap)
 	fmt.Fprintf(tw, "dependent Ready after its source's write\t%s\n", durations(r.depLatency, "max", 100))
 	for _, a := range []struct {
 		when string

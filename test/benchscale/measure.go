@@ -208,3 +208,49 @@ func (h histogram) String() string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// heapProfile writes the controller's heap profile (Go's /debug/pprof/heap
+// at addr, after a GC) to file.
+func heapProfile(ctx context.Context, addr, file string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/heap?gc=1", addr), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
+	if err != nil {
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("heap profile: %s", resp.Status)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// goHeap reads the Go runtime's memory figures from the controller's
+// /metrics: what of the resident set is heap, what the collector lets it
+// grow to, and what the runtime holds in all.
+func goHeap(ctx context.Context, c *e2e.Controller) (string, error) {
+	families, err := scrape(ctx, "http://"+c.MetricsAddr+"/metrics")
+	if err != nil {
+		return "", err
+	}
+	value := func(name string) uint64 {
+		f := families[name]
+		if f == nil || len(f.GetMetric()) == 0 {
+			return 0
+		}
+		return uint64(f.GetMetric()[0].GetGauge().GetValue())
+	}
+	return fmt.Sprintf("heap in use %s, next GC at %s, stacks %s, obtained from the OS %s",
+		mib(value("go_memstats_heap_inuse_bytes")), mib(value("go_memstats_next_gc_bytes")),
+		mib(value("go_memstats_stack_inuse_bytes")), mib(value("go_memstats_sys_bytes"))), nil
+}
