@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -100,13 +101,13 @@ func BenchmarkReportMetrics(b *testing.B) {
 	}{
 		{"report", func(m *Metrics) {
 			m.setReady("vault", testNamespace, obj, ohmlabv1alpha1.ReasonReconciled, true)
-			m.LastReconcile.WithLabelValues("vault", testNamespace, obj).SetToCurrentTime()
+			m.reconciled("vault", testNamespace, obj)
 		}},
 		{"observe-only", func(m *Metrics) {
-			m.setPlanned(testNamespace, obj, map[string]int{ActionUpdateField: 1})
+			m.setPlanned("vault", testNamespace, obj, map[string]int{ActionUpdateField: 1})
 			m.setReady("vault", testNamespace, obj, ohmlabv1alpha1.ReasonObserveOnly, false)
 		}},
-		{"write", func(m *Metrics) { m.DataWrites.WithLabelValues("vault", testNamespace, obj).Inc() }},
+		{"write", func(m *Metrics) { m.wrote("vault", testNamespace, obj) }},
 		{"reason change", func(m *Metrics) {
 			m.setReady("vault", testNamespace, obj, ohmlabv1alpha1.ReasonBackendUnavailable, false)
 			m.setReady("vault", testNamespace, obj, ohmlabv1alpha1.ReasonReconciled, true)
@@ -114,8 +115,8 @@ func BenchmarkReportMetrics(b *testing.B) {
 		{"forget", func(m *Metrics) {
 			m.forget("vault", testNamespace, obj)
 			m.setReady("vault", testNamespace, obj, ohmlabv1alpha1.ReasonReconciled, true)
-			m.LastReconcile.WithLabelValues("vault", testNamespace, obj).SetToCurrentTime()
-			m.DataWrites.WithLabelValues("vault", testNamespace, obj).Inc()
+			m.reconciled("vault", testNamespace, obj)
+			m.wrote("vault", testNamespace, obj)
 		}},
 	}
 	for _, n := range []int{100, 10000} {
@@ -123,8 +124,8 @@ func BenchmarkReportMetrics(b *testing.B) {
 		for i := range n {
 			name := fmt.Sprintf("bench-%05d", i)
 			m.setReady("vault", testNamespace, name, ohmlabv1alpha1.ReasonReconciled, true)
-			m.LastReconcile.WithLabelValues("vault", testNamespace, name).SetToCurrentTime()
-			m.DataWrites.WithLabelValues("vault", testNamespace, name).Inc()
+			m.reconciled("vault", testNamespace, name)
+			m.wrote("vault", testNamespace, name)
 		}
 		for _, c := range cases {
 			b.Run(fmt.Sprintf("%s/objects-%d", c.name, n), func(b *testing.B) {
@@ -171,5 +172,31 @@ func BenchmarkQuietReconcile(b *testing.B) {
 	}
 	if w := f.kv.Counts()["write"]; w != n {
 		b.Errorf("%d Vault writes, want the %d of the creations", w, n)
+	}
+}
+
+// BenchmarkMetricsMemory is the live heap that the per-object metrics of
+// 10,000 Ready objects hold, per object (issue 13: memory at 10,000
+// objects); run with -benchtime=1x.
+func BenchmarkMetricsMemory(b *testing.B) {
+	const n = 10000
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("bench-%05d", i)
+	}
+	var before, after runtime.MemStats
+	for b.Loop() {
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		m := NewMetrics(prometheus.NewRegistry())
+		for _, name := range names {
+			m.setReady("vault", testNamespace, name, ohmlabv1alpha1.ReasonReconciled, true)
+			m.reconciled("vault", testNamespace, name)
+			m.wrote("vault", testNamespace, name)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heap-B/object")
+		runtime.KeepAlive(m)
 	}
 }

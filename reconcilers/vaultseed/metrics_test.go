@@ -82,9 +82,9 @@ func TestForgetRemovesEverySeries(t *testing.T) {
 	m := NewMetrics(reg)
 	for _, name := range []string{"a", "b"} {
 		m.setReady("vault", "ns", name, "Succeeded", true)
-		m.setPlanned("ns", name, map[string]int{ActionCreate: 1, ActionRotate: 2})
-		m.DataWrites.WithLabelValues("vault", "ns", name).Inc()
-		m.LastReconcile.WithLabelValues("vault", "ns", name).SetToCurrentTime()
+		m.setPlanned("vault", "ns", name, map[string]int{ActionCreate: 1, ActionRotate: 2})
+		m.wrote("vault", "ns", name)
+		m.reconciled("vault", "ns", name)
 	}
 	m.forget("vault", "ns", "a")
 	for metric, want := range map[string]int{"ohmlab_object_ready": 1, "ohmlab_planned_changes": 2, "ohmlab_data_writes_total": 1, "ohmlab_object_last_reconcile_timestamp_seconds": 1} {

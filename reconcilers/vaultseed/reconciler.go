@@ -82,15 +82,15 @@ type Reconciler struct {
 
 	backoff    workqueue.TypedRateLimiter[types.NamespacedName]
 	dependents chan event.TypedGenericEvent[*ohmlabv1alpha1.VaultSeed]
-	// attempted holds the objects reconciled at least once by this process.
-	attempted sync.Map // types.NamespacedName -> bool
+	// known holds which objects were reconciled, or asked for, since the
+	// start.
+	known known
 	// unreported holds, per object, what was written but not yet recorded
 	// in status.
 	unreported sync.Map // types.NamespacedName -> unreported
 	// inFlight holds, per object, a data write whose answer was lost.
 	inFlight sync.Map // types.NamespacedName -> inFlight
 	sources  *sources
-	seen     sync.Map // types.NamespacedName -> struct{}: reconciled or asked for since the start
 }
 
 // outcome is what one reconcile of a live object found and did.
@@ -129,10 +129,10 @@ func (r *Reconciler) Reconcile(parent context.Context, req ctrl.Request) (ctrl.R
 		// reconciles it.
 		return ctrl.Result{}, r.leave(ctx, req.NamespacedName, seed)
 	}
-	if _, seen := r.attempted.LoadOrStore(req.NamespacedName, true); !seen {
+	if !r.known.add(req.NamespacedName, factAttempted) {
 		// The series exists from the first attempt, so an object whose
 		// reconciles never complete is stale too.
-		r.Metrics.LastReconcile.WithLabelValues(r.Target, seed.Namespace, seed.Name).SetToCurrentTime()
+		r.Metrics.reconciled(r.Target, seed.Namespace, seed.Name)
 	}
 	if !seed.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, seed)
@@ -212,7 +212,7 @@ func (r *Reconciler) sync(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed) (
 	gen := r.Generator
 	gen.Dry = r.ObserveOnly
 	for range maxCASAttempts {
-		observed, err := observeVault(ctx, r.sources.reader(r.KV, seed.Spec.Path, func() { r.notifyDependents(ctx, seed.Spec.Path) }), seed.Spec.Path, analysis.RefPaths, desired)
+		observed, err := observeVault(ctx, r.sources.reader(r.KV, seed.Spec.Path, func() bool { return r.referenced(ctx, seed.Spec.Path) }, func() { r.notifyDependents(ctx, seed.Spec.Path) }), seed.Spec.Path, analysis.RefPaths, desired)
 		if err != nil {
 			return backendOutcome(err), nil
 		}
@@ -281,7 +281,7 @@ func (r *Reconciler) landed(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed,
 	if !written.Exists || written.Deleted || !sameTree(written.Data, p.Data) {
 		return false
 	}
-	r.Metrics.DataWrites.WithLabelValues(r.Target, seed.Namespace, seed.Name).Inc()
+	r.Metrics.wrote(r.Target, seed.Namespace, seed.Name)
 	r.Recorder.Eventf(seed, nil, corev1.EventTypeNormal, eventReason(p), "Write", "%s (KV version %d)", p.Summary(), written.Version)
 	ctrl.LoggerFrom(ctx).Info("a write whose answer was lost had landed", "path", seed.Spec.Path, "changes", p.Summary(), "version", written.Version)
 	r.unreported.Store(key, unreported{managedKeys: managedStatus(p, r.managed(seed), true, written.Version)})
@@ -385,8 +385,12 @@ func (r *Reconciler) apply(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, 
 			return false, 0, err
 		}
 		version = v
-		r.sources.wrote(path, v, p.Data)
-		r.Metrics.DataWrites.WithLabelValues(r.Target, seed.Namespace, seed.Name).Inc()
+		if r.referenced(ctx, path) {
+			r.sources.wrote(path, v, p.Data)
+		} else {
+			r.sources.forget(path)
+		}
+		r.Metrics.wrote(r.Target, seed.Namespace, seed.Name)
 		r.notifyDependents(ctx, path)
 	}
 	if !p.Empty() {
@@ -430,11 +434,11 @@ func (r *Reconciler) report(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed,
 		if out.plan != nil {
 			counts = out.plan.Counts()
 		}
-		r.Metrics.setPlanned(seed.Namespace, seed.Name, counts)
+		r.Metrics.setPlanned(r.Target, seed.Namespace, seed.Name, counts)
 	}
 	r.Metrics.setReady(r.Target, seed.Namespace, seed.Name, out.reason, out.ready)
 	if !out.timedOut {
-		r.Metrics.LastReconcile.WithLabelValues(r.Target, seed.Namespace, seed.Name).SetToCurrentTime()
+		r.Metrics.reconciled(r.Target, seed.Namespace, seed.Name)
 	}
 
 	key := client.ObjectKeyFromObject(seed)
