@@ -97,6 +97,22 @@ func untilPhase(key types.NamespacedName, period time.Duration, now time.Time) t
 // notifyDependents enqueues the objects that reference path, so a RefPending
 // object goes Ready as soon as its source is written and a rotated source
 // reaches its copies without waiting for the resync.
+// referenced reports whether an object of this process references path,
+// from the cache's index (no copy of the objects). When the cache cannot
+// answer, it says yes: an entry too many costs memory, one too few nothing
+// but a read.
+func (r *Reconciler) referenced(ctx context.Context, path string) bool {
+	var list ohmlabv1alpha1.VaultSeedList
+	opts := []client.ListOption{client.MatchingFields{seeds.IndexRefPaths: path}, client.Limit(1), client.UnsafeDisableDeepCopy}
+	if r.Selector != nil {
+		opts = append(opts, client.MatchingLabelsSelector{Selector: r.Selector})
+	}
+	if err := r.Client.List(ctx, &list, opts...); err != nil {
+		return true
+	}
+	return len(list.Items) > 0
+}
+
 func (r *Reconciler) notifyDependents(ctx context.Context, path string) {
 	var list ohmlabv1alpha1.VaultSeedList
 	opts := []client.ListOption{client.MatchingFields{seeds.IndexRefPaths: path}}
@@ -111,7 +127,7 @@ func (r *Reconciler) notifyDependents(ctx context.Context, path string) {
 	}
 	for i := range list.Items {
 		// Asked for: not deferred to its phase after a start.
-		r.seen.Store(client.ObjectKeyFromObject(&list.Items[i]), struct{}{})
+		r.known.add(client.ObjectKeyFromObject(&list.Items[i]), factSeen)
 		select {
 		case r.dependents <- event.TypedGenericEvent[*ohmlabv1alpha1.VaultSeed]{Object: &list.Items[i]}:
 		case <-ctx.Done():
@@ -161,7 +177,7 @@ func ringThrough(set []templating.Problem, owner string) string {
 // created or changed object, one that was not Ready, and every later
 // reconcile run at once. Its Ready metric is set from the status meanwhile.
 func (r *Reconciler) deferAfterStart(seed *ohmlabv1alpha1.VaultSeed) bool {
-	if _, seen := r.seen.LoadOrStore(client.ObjectKeyFromObject(seed), struct{}{}); seen {
+	if r.known.add(client.ObjectKeyFromObject(seed), factSeen) {
 		return false
 	}
 	ready := findCondition(seed, ohmlabv1alpha1.ConditionReady)
@@ -178,7 +194,8 @@ func (r *Reconciler) forgetObject(key types.NamespacedName) {
 	r.Metrics.forget(r.Target, key.Namespace, key.Name)
 	r.Generator.Cache.Forget(key.Namespace + "/" + key.Name)
 	r.backoff.Forget(key)
-	for _, m := range []*sync.Map{&r.seen, &r.attempted, &r.unreported, &r.inFlight} {
+	r.known.forget(key)
+	for _, m := range []*sync.Map{&r.unreported, &r.inFlight} {
 		m.Delete(key)
 	}
 }

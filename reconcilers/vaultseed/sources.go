@@ -115,17 +115,21 @@ func (s *sources) sweep(now time.Time) {
 }
 
 // reader returns kv with the reads of paths other than own served through
-// s; a read of own goes to Vault and refreshes its entry, calling changed
-// when the entry held an older version.
-func (s *sources) reader(kv KVReader, own string, changed func()) KVReader {
-	return sourcedReader{KVReader: kv, s: s, own: own, changed: changed}
+// s; a read of own goes to Vault and, when an object references own
+// (referenced), refreshes its entry, calling changed when the entry held an
+// older version. The entry of a path that nothing references is dropped
+// instead: it would serve nobody, and at 10,000 objects the entries of every
+// path were a large part of the heap (issue 13).
+func (s *sources) reader(kv KVReader, own string, referenced func() bool, changed func()) KVReader {
+	return sourcedReader{KVReader: kv, s: s, own: own, referenced: referenced, changed: changed}
 }
 
 type sourcedReader struct {
 	KVReader
-	s       *sources
-	own     string
-	changed func()
+	s          *sources
+	own        string
+	referenced func() bool
+	changed    func()
 }
 
 func (r sourcedReader) Read(ctx context.Context, path string) (*vaultkv.Secret, error) {
@@ -133,8 +137,13 @@ func (r sourcedReader) Read(ctx context.Context, path string) (*vaultkv.Secret, 
 		return r.s.read(ctx, r.KVReader, path)
 	}
 	secret, err := r.KVReader.Read(ctx, path)
-	if err == nil && r.s.put(path, secret) {
+	if err != nil {
+		return secret, err
+	}
+	if !r.referenced() {
+		r.s.forget(path)
+	} else if r.s.put(path, secret) {
 		r.changed()
 	}
-	return secret, err
+	return secret, nil
 }

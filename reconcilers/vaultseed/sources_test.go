@@ -179,3 +179,30 @@ func TestSourcesNil(t *testing.T) {
 		t.Errorf("%d reads, want 2", dep.reads)
 	}
 }
+
+// TestSourcesOwnRead: an object's read of its own path keeps an entry only
+// while an object references the path; an unreferenced path's entry goes.
+func TestSourcesOwnRead(t *testing.T) {
+	tests := []struct {
+		name       string
+		referenced bool
+		wantEntry  bool
+	}{
+		{name: "a referenced path keeps its entry", referenced: true, wantEntry: true},
+		{name: "an unreferenced path has no entry", referenced: false, wantEntry: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			kv, s, _ := sourcesFixture(t)
+			// An entry from an earlier dependent's read.
+			readVersion(t, s, kv, srcPath)
+			r := s.reader(kv, srcPath, func() bool { return tt.referenced }, func() {})
+			if _, err := r.Read(context.Background(), srcPath); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := s.entries[srcPath]; ok != tt.wantEntry {
+				t.Errorf("entry after the own read: %t, want %t", ok, tt.wantEntry)
+			}
+		})
+	}
+}
