@@ -103,7 +103,7 @@ func TestDeferAfterStart(t *testing.T) {
 			reg := prometheus.NewRegistry()
 			r := &Reconciler{Metrics: NewMetrics(reg), Target: "vault"}
 			if tt.asked {
-				r.seen.Store(types.NamespacedName{Namespace: "ns", Name: "o"}, struct{}{})
+				r.known.add(types.NamespacedName{Namespace: "ns", Name: "o"}, factSeen)
 			}
 			for i, want := range tt.want {
 				if got := r.deferAfterStart(tt.seed); got != want {
@@ -123,9 +123,9 @@ func TestForgetObjectIsSeenAgainAsNew(t *testing.T) {
 	r := &Reconciler{Metrics: NewMetrics(prometheus.NewRegistry()),
 		backoff: workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](backoffBase, backoffMax)}
 	key := types.NamespacedName{Namespace: "ns", Name: "o"}
-	r.seen.Store(key, struct{}{})
+	r.known.add(key, factSeen)
 	r.forgetObject(key)
-	if _, ok := r.seen.Load(key); ok {
+	if r.known.has(key, factSeen) {
 		t.Error("a deleted object is still remembered")
 	}
 }

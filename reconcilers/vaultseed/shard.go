@@ -72,7 +72,7 @@ func handedOver(o client.Object) bool {
 // ShardChanged (markShardChanged), so that a move to a shard no process
 // runs does not leave Ready=True behind, kept by nobody.
 func (r *Reconciler) leave(ctx context.Context, key types.NamespacedName, cached *ohmlabv1alpha1.VaultSeed) error {
-	if _, reconciled := r.attempted.Load(key); !reconciled {
+	if !r.known.has(key, factAttempted) {
 		r.forgetObject(key)
 		return nil
 	}
