@@ -364,7 +364,8 @@ func TestFillRecordsGeneratedHash(t *testing.T) {
 		t.Fatal(err)
 	}
 	pw, h := got.Values["pw"].(string), got.Values["h"].(string)
-	if d, ok := g.Cache.objects["ns/o"]["h"]; !ok || d != g.Cache.digest(h, pw) {
+	held := g.Cache.objects["ns/o"]
+	if i := slotIndex(held, "h"); i < 0 || held[i].digest != g.Cache.digest(h, pw) {
 		t.Errorf("the generated pair is not recorded under ns/o h (slots %d)", g.Cache.Len())
 	}
 }
