@@ -146,8 +146,9 @@ func TestAdmission(t *testing.T) {
 				g.Expect(err).To(HaveOccurred(), out)
 				_, denial, found := strings.Cut(out, `admission webhook "vvaultseed.ohmlab.fr" denied the request: `)
 				g.Expect(found).To(BeTrue(), out)
+				g.Expect(denial).To(HavePrefix(`VaultSeed.ohmlab.fr %q is invalid: `, name), "the denial names the object")
 				for _, key := range tt.wantKeys {
-					g.Expect(denial).To(ContainSubstring(key + ": "))
+					g.Expect(denial).To(ContainSubstring(key + ": Invalid value: "))
 				}
 				g.Expect(denial).NotTo(ContainSubstring(secret))
 			})
@@ -157,7 +158,7 @@ func TestAdmission(t *testing.T) {
 	t.Run("a null leaf is refused when sent; kubectl apply drops it before sending", func(t *testing.T) {
 		g := NewWithT(t)
 		s := seed("nullleaf", "ohmlab/platforms/test/core/nullleaf", `{"webhook":null,"k":"<random:8>"}`)
-		g.Expect(cp.Client.Create(ctx, s)).To(MatchError(ContainSubstring(`denied the request: webhook: null is not a value`)))
+		g.Expect(cp.Client.Create(ctx, s)).To(MatchError(ContainSubstring(`denied the request: VaultSeed.ohmlab.fr "nullleaf" is invalid: webhook: Invalid value: null is not a value`)))
 
 		out, err := k.apply(ctx, manifest(ns, "nullleaf", "    path: ohmlab/platforms/test/core/nullleaf\n    data:\n      webhook: null\n      k: \"<random:8>\"\n"))
 		g.Expect(err).NotTo(HaveOccurred(), out)
@@ -194,7 +195,7 @@ func TestAdmission(t *testing.T) {
 		// ...and the webhook the path of a reference.
 		out, err = k.apply(ctx, manifest(ns, "refdots", "    path: ohmlab/platforms/test/core/refdots\n    data:\n      k: \"<ref:ohmlab/platforms/test/core/../a#k>\"\n"))
 		g.Expect(err).To(HaveOccurred(), out)
-		g.Expect(out).To(ContainSubstring("denied the request: k: the path of <ref:mount/path#key.path> " + templating.PathMessage))
+		g.Expect(out).To(ContainSubstring(`denied the request: VaultSeed.ohmlab.fr "refdots" is invalid: k: Invalid value: the path of <ref:mount/path#key.path> ` + templating.PathMessage))
 	})
 
 	t.Run("a second object on the same path is refused", func(t *testing.T) {

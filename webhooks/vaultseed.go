@@ -6,12 +6,12 @@ package webhooks
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -154,7 +154,23 @@ func (v *Validator) validate(ctx context.Context, seed, old *ohmlabv1alpha1.Vaul
 		warnings = append(warnings, deleteNotAllowed)
 	}
 	if !verdict.Valid() {
-		return warnings, errors.New(verdict.Message())
+		return warnings, invalid(seed, verdict)
 	}
 	return warnings, nil
+}
+
+// invalid is the refusal of seed: the API's Invalid status, as the API
+// server's own validation gives it, naming the object, and each problem's
+// key as a cause. A cause never carries the value (a plain leaf may be a
+// secret somebody typed).
+func invalid(seed *ohmlabv1alpha1.VaultSeed, verdict validate.Verdict) error {
+	errs := make(field.ErrorList, 0, len(verdict.Problems))
+	for _, p := range verdict.Problems {
+		path := field.NewPath(validate.KeyData)
+		if p.Key != "" {
+			path = field.NewPath(p.Key)
+		}
+		errs = append(errs, field.Invalid(path, field.OmitValueType{}, p.Message))
+	}
+	return apierrors.NewInvalid(ohmlabv1alpha1.GroupVersion.WithKind("VaultSeed").GroupKind(), seed.Name, errs)
 }

@@ -106,7 +106,8 @@ func request(t testing.TB, op admissionv1.Operation, subResource string, obj, ol
 func TestValidator(t *testing.T) {
 	const secret = "s3cr3t-typed-by-hand"
 	invalid := seed("bad", "ohmlab/bad", `{"a.b":"`+secret+`","t":"<random:0>"}`)
-	const invalidMessage = `a.b: key name "a.b" contains a dot: nest maps instead; t: <random:N> needs a decimal length N from 1 to 4096`
+	// The API's Invalid status: the object named, each key a cause.
+	const invalidMessage = `VaultSeed.ohmlab.fr "bad" is invalid: [a.b: Invalid value: key name "a.b" contains a dot: nest maps instead, t: Invalid value: <random:N> needs a decimal length N from 1 to 4096]`
 	deleting := invalid.DeepCopy()
 	deleting.DeletionTimestamp = &metav1.Time{}
 	released := deleting.DeepCopy()
@@ -137,31 +138,31 @@ func TestValidator(t *testing.T) {
 		{name: "a valid object is admitted", op: admissionv1.Create,
 			obj: seed("a", "ohmlab/a", `{"p":"<random:24>","h":"<bcrypt:p>"}`), wantAllowed: true, wantCode: http.StatusOK},
 		{name: "an invalid object is refused with every problem", op: admissionv1.Create,
-			obj: invalid, wantCode: http.StatusForbidden, wantMessage: invalidMessage},
+			obj: invalid, wantCode: http.StatusUnprocessableEntity, wantMessage: invalidMessage},
 		{name: "a second object on one path is refused", op: admissionv1.Create,
 			obj: seed("b", "ohmlab/a", ""), cached: []*ohmlabv1alpha1.VaultSeed{seed("a", "ohmlab/a", "")},
-			wantCode: http.StatusForbidden, wantMessage: "spec.path: path ohmlab/a is also declared by vault-operator-system/a"},
+			wantCode: http.StatusUnprocessableEntity, wantMessage: `VaultSeed.ohmlab.fr "b" is invalid: spec.path: Invalid value: path ohmlab/a is also declared by vault-operator-system/a`},
 		{name: "an object closing a reference ring is refused", op: admissionv1.Create,
 			obj: seed("c", "ohmlab/c", `{"k":"<ref:ohmlab/a#k>"}`),
 			cached: []*ohmlabv1alpha1.VaultSeed{
 				seed("a", "ohmlab/a", `{"k":"<ref:ohmlab/b#k>"}`),
 				seed("b", "ohmlab/b", `{"k":"<ref:ohmlab/c#k>"}`),
 			},
-			wantCode: http.StatusForbidden, wantMessage: "spec.path: reference cycle: ohmlab/a -> ohmlab/b -> ohmlab/c -> ohmlab/a"},
+			wantCode: http.StatusUnprocessableEntity, wantMessage: `VaultSeed.ohmlab.fr "c" is invalid: spec.path: Invalid value: reference cycle: ohmlab/a -> ohmlab/b -> ohmlab/c -> ohmlab/a`},
 		{name: "a legal but surprising spec is admitted with a warning", op: admissionv1.Create,
 			obj: withRotate, wantAllowed: true, wantCode: http.StatusOK,
 			wantWarnings: []string{"spec.rotate: rotate has no keys and data declares no generated key (<random:N>, <hex:N>, <uuid>, <age:secret>): a new token regenerates nothing"}},
 		{name: "a change of spec.path is refused", op: admissionv1.Update,
 			obj: moved, old: seed("a", "ohmlab/a", ""), cached: []*ohmlabv1alpha1.VaultSeed{seed("a", "ohmlab/a", "")},
-			wantCode:    http.StatusForbidden,
-			wantMessage: "spec.path: changed from ohmlab/a to ohmlab/moved: spec.path is immutable, delete the object and create another"},
+			wantCode:    http.StatusUnprocessableEntity,
+			wantMessage: `VaultSeed.ohmlab.fr "a" is invalid: spec.path: Invalid value: changed from ohmlab/a to ohmlab/moved: spec.path is immutable, delete the object and create another`},
 		{name: "an update is not a duplicate of its cached self, and warns about a value the controller keeps", op: admissionv1.Update,
 			obj: longer, old: seed("a", "ohmlab/a", `{"p":"<random:24>"}`), cached: []*ohmlabv1alpha1.VaultSeed{seed("a", "ohmlab/a", `{"p":"<random:24>"}`)},
 			wantAllowed: true, wantCode: http.StatusOK,
 			wantWarnings: []string{"p: now declared as <random:32>, but the controller seeds once and keeps the value already on the path: list the key in rotate.keys and change rotate.token to regenerate it"}},
 		{name: "a spec update of an invalid object is refused", op: admissionv1.Update,
 			obj: pruned, old: invalid, cached: []*ohmlabv1alpha1.VaultSeed{invalid},
-			wantCode: http.StatusForbidden, wantMessage: invalidMessage},
+			wantCode: http.StatusUnprocessableEntity, wantMessage: invalidMessage},
 		{name: "a metadata-only update of an invalid object passes", op: admissionv1.Update,
 			obj: labelled, old: invalid, cached: []*ohmlabv1alpha1.VaultSeed{invalid}, wantAllowed: true, wantCode: http.StatusOK},
 		{name: "a status update of an invalid object passes", op: admissionv1.Update, subResource: "status",
