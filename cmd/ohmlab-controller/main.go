@@ -70,6 +70,7 @@ func main() {
 	}
 	ctrl.SetLogger(log)
 	klog.SetLogger(log)
+	setMemoryLimit(log)
 	if err := run(ctrl.SetupSignalHandler(), f, log); err != nil {
 		log.Error(err, "exiting")
 		fmt.Fprintln(os.Stderr, "ohmlab-controller:", err)

@@ -52,6 +52,7 @@ func TestChartOnANode(t *testing.T) {
 		run  func(*testing.T)
 	}{
 		{"pods Running and Ready under restricted Pod Security", env.podsReady},
+		{"Go memory limit from the container's", env.memoryLimit},
 		{"webhook refuses a bad object through its Service", env.webhookRefuses},
 		{"keycloak example Ready", env.keycloakReady},
 		{"projected Vault token at the config's tokenFile", env.vaultToken},
