@@ -910,6 +910,16 @@ func TestBadValuesFail(t *testing.T) {
 			want:   []string{`target "vault" is enabled but no process lists it`, "deployments.vault: [vault]"},
 		},
 		{
+			name:   "gogc below 1",
+			values: vaultOn + "gogc: 0\n",
+			want:   []string{"gogc", "minimum"},
+		},
+		{
+			name:   "gogc not a number",
+			values: vaultOn + "gogc: fast\n",
+			want:   []string{"gogc", "integer"},
+		},
+		{
 			name:   "harbor is reserved",
 			values: "targets: {harbor: {enabled: true}}\n",
 			want:   []string{`targets.harbor.enabled: "harbor" is a reserved target name`},
@@ -1128,5 +1138,33 @@ func wantRenderError(t *testing.T, values string, want []string) {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("error does not contain %q:\n%v", w, err)
 		}
+	}
+}
+
+// TestGOGC: the gogc value is the controller container's GOGC; null leaves
+// Go's default (no variable).
+func TestGOGC(t *testing.T) {
+	tests := []struct {
+		name, values string
+		want         []string
+	}{
+		{name: "default", want: []string{"GOGC=50"}},
+		{name: "set", values: "gogc: 80\n", want: []string{"GOGC=80"}},
+		{name: "null leaves Go's default", values: "gogc: null\n", want: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var d appsv1.Deployment
+			charttest.Convert(t, mustFind(t, render(t, vaultOn+tt.values), "Deployment", ns, fullname+"-vault"), &d)
+			var got []string
+			for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+				if e.Name == "GOGC" {
+					got = append(got, e.Name+"="+e.Value)
+				}
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("GOGC variables %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

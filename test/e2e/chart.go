@@ -39,8 +39,10 @@ type Object = unstructured.Unstructured
 type ChartFacts struct {
 	// Deployment, ServiceAccount and ConfigMap of the Vault target's process.
 	Deployment, ServiceAccount, ConfigMap string
-	// Args are the controller container's arguments.
-	Args []string
+	// Args are the controller container's arguments, Env its environment
+	// variables with a literal value (KEY=value; the ones from the
+	// Downward API are the environment's own, see startReplica).
+	Args, Env []string
 	// VaultTokenMount is where the Deployment mounts the projected Vault
 	// token, VaultAudience and VaultTokenTTL its audience and lifetime.
 	VaultTokenMount string
@@ -60,8 +62,8 @@ type ChartFacts struct {
 // ShardFacts are what the environment reads from the Deployment of a shard.
 type ShardFacts struct {
 	Deployment, ConfigMap string
-	// Args are the controller container's arguments.
-	Args []string
+	// Args and Env are as ChartFacts'.
+	Args, Env []string
 }
 
 // installChart renders the chart, installs its objects as `helm install`
@@ -127,7 +129,7 @@ func readFacts(objs []Object) (ChartFacts, error) {
 			f.Shards = map[string]ShardFacts{}
 		}
 		pod := d.Spec.Template.Spec
-		sf := ShardFacts{Deployment: d.Name, Args: pod.Containers[0].Args}
+		sf := ShardFacts{Deployment: d.Name, Args: pod.Containers[0].Args, Env: literalEnv(pod.Containers[0].Env)}
 		for _, v := range pod.Volumes {
 			if v.Projected != nil && len(v.Projected.Sources) > 0 && v.Projected.Sources[0].ConfigMap != nil {
 				sf.ConfigMap = v.Projected.Sources[0].ConfigMap.Name
@@ -142,7 +144,7 @@ func readFacts(objs []Object) (ChartFacts, error) {
 	f.Deployment = dep.Name
 	pod := dep.Spec.Template.Spec
 	f.ServiceAccount = pod.ServiceAccountName
-	f.Args = pod.Containers[0].Args
+	f.Args, f.Env = pod.Containers[0].Args, literalEnv(pod.Containers[0].Env)
 	mounts := map[string]string{}
 	for _, m := range pod.Containers[0].VolumeMounts {
 		mounts[m.Name] = m.MountPath
@@ -376,4 +378,16 @@ func (e *Env) startVolumes(ctx, bg context.Context) error {
 		return nil
 	})
 	return nil
+}
+
+// literalEnv returns the variables of env that have a literal value, as
+// KEY=value.
+func literalEnv(env []corev1.EnvVar) []string {
+	var out []string
+	for _, v := range env {
+		if v.ValueFrom == nil {
+			out = append(out, v.Name+"="+v.Value)
+		}
+	}
+	return out
 }

@@ -29,11 +29,12 @@ type Controller struct {
 	// shard's replica, which serves none.
 	WebhookAddr string
 	// Shard is the shard whose Deployment this replica belongs to, or "".
-	Shard  string
-	args   []string // the Deployment's container arguments
-	config string   // its config.yaml, on the host
-	env    *Env
-	once   sync.Once
+	Shard   string
+	args    []string // the Deployment's container arguments
+	environ []string // its literal environment variables (KEY=value)
+	config  string   // its config.yaml, on the host
+	env     *Env
+	once    sync.Once
 }
 
 // podArgs are the Deployment's container arguments with the loopback
@@ -132,6 +133,7 @@ func (e *Env) startReplica(ctx context.Context, shard string, timeout time.Durat
 		ProbeAddr:   fmt.Sprintf("127.0.0.1:%d", ports[1]),
 		WebhookAddr: fmt.Sprintf("127.0.0.1:%d", ports[2]),
 		args:        e.Chart.Args,
+		environ:     e.Chart.Env,
 		config:      e.Config,
 		logs:        &lockedBuffer{},
 		done:        make(chan struct{}),
@@ -140,14 +142,17 @@ func (e *Env) startReplica(ctx context.Context, shard string, timeout time.Durat
 	if shard != "" {
 		sf := e.Chart.Shards[shard]
 		c.Name, c.Shard, c.WebhookAddr = fmt.Sprintf("%s-%d", sf.Deployment, n), shard, ""
-		c.args, c.config = sf.Args, e.ShardConfigs[shard]
+		c.args, c.environ, c.config = sf.Args, sf.Env, e.ShardConfigs[shard]
 	}
 	cmd, err := e.podCommand(e.opts.ControllerBin, e.podArgs(c, ports[2]))
 	if err != nil {
 		return nil, err
 	}
 	c.cmd = cmd
+	// The Deployment's environment: its Downward API variables, then its
+	// literal ones (GOGC), then the caller's.
 	c.cmd.Env = append(os.Environ(), "KUBECONFIG="+e.Kubeconfig, "POD_NAMESPACE="+ControllerNamespace, "POD_NAME="+c.Name)
+	c.cmd.Env = append(c.cmd.Env, c.environ...)
 	c.cmd.Env = append(c.cmd.Env, e.opts.ControllerEnv...)
 	var out io.Writer = c.logs
 	if e.opts.ControllerLog != nil {

@@ -90,6 +90,10 @@ spec:
               valueFrom:
                 fieldRef:
                   fieldPath: metadata.name
+            {{- with $root.Values.gogc }}
+            - name: GOGC
+              value: {{ . | quote }}
+            {{- end }}
           ports:
             - name: metrics
               containerPort: {{ include "ohmlab-controller.metricsPort" $root }}
