@@ -176,7 +176,7 @@ func TestCertificateReload(t *testing.T) {
 			var review admissionv1.AdmissionReview
 			g.Expect(json.NewDecoder(resp.Body).Decode(&review)).To(Succeed())
 			g.Expect(review.Response.Allowed).To(BeFalse())
-			g.Expect(review.Response.Result.Message).To(HavePrefix("a.b: "))
+			g.Expect(review.Response.Result.Message).To(HavePrefix(`VaultSeed.ohmlab.fr "a" is invalid: a.b: `))
 		})
 	}
 }

@@ -61,7 +61,7 @@ func TestPathSpellings(t *testing.T) {
 			// The webhook, as spec.path.
 			want := ""
 			if !tc.Valid {
-				want = "spec.path: " + templating.PathMessage
+				want = `VaultSeed.ohmlab.fr "a" is invalid: spec.path: Invalid value: ` + templating.PathMessage
 			}
 			if got := webhook(t, `{"k":"v"}`, tc.Path); got != want {
 				t.Errorf("webhook on spec.path: %q, want %q", got, want)
@@ -73,7 +73,7 @@ func TestPathSpellings(t *testing.T) {
 			}
 			want = ""
 			if !tc.Valid {
-				want = "k: the path of <ref:mount/path#key.path> " + templating.PathMessage
+				want = `VaultSeed.ohmlab.fr "a" is invalid: k: Invalid value: the path of <ref:mount/path#key.path> ` + templating.PathMessage
 			}
 			if got := webhook(t, `{"k":"<ref:`+jsonString(tc.Path)+`#k>"}`, "ohmlab/platforms/p/core/self"); got != want {
 				t.Errorf("webhook on a <ref:>: %q, want %q", got, want)

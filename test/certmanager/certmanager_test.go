@@ -92,8 +92,7 @@ func TestWebhookCertificateFromCertManager(t *testing.T) {
 		t.Helper()
 		out, err := env.Apply(ctx, e2e.Broken)
 		g.Expect(err).To(HaveOccurred())
-		g.Expect(out).To(ContainSubstring("denied the request"))
-		g.Expect(out).To(ContainSubstring("smtp.password"))
+		g.Expect(out).To(ContainSubstring(e2e.BrokenRefusal))
 	}
 	refused()
 	out, err := env.Apply(ctx, e2e.Keycloak)

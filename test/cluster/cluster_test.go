@@ -27,6 +27,9 @@ const (
 	brokenFile   = "invalid-dotted-key.yaml"
 	// brokenRefusal is what the webhook's refusal of brokenFile names.
 	brokenRefusal = "smtp.password"
+	// brokenKubectl is how kubectl prints that refusal (the API's Invalid
+	// status, by its causes); the CRD's schema alone admits a dotted key.
+	brokenKubectl = `The VaultSeed "production-core-broken" is invalid: smtp.password: Invalid value: key name "smtp.password" contains a dot`
 )
 
 // TestChartOnANode installs the chart with Helm on the node and checks

@@ -121,8 +121,8 @@ func (e *env) webhookRefuses(t *testing.T) {
 	if err == nil {
 		t.Fatalf("kubectl apply -f %s was admitted, want our webhook's refusal:\n%s", brokenFile, out)
 	}
-	if !strings.Contains(out, `admission webhook "vvaultseed.ohmlab.fr" denied the request`) || !strings.Contains(out, brokenRefusal) {
-		t.Fatalf("kubectl apply -f %s failed without our webhook's refusal naming %s:\n%s", brokenFile, brokenRefusal, out)
+	if !strings.Contains(out, brokenKubectl) {
+		t.Fatalf("kubectl apply -f %s failed without our webhook's refusal %q:\n%s", brokenFile, brokenKubectl, out)
 	}
 	t.Logf("kubectl apply -f %s: %s", brokenFile, strings.TrimSpace(out))
 }

@@ -19,6 +19,11 @@ var (
 	Broken = Sample{Name: "production-core-broken", Path: "ohmlab/platforms/production/core/broken", File: "invalid-dotted-key.yaml"}
 )
 
+// BrokenRefusal is what `kubectl apply` of Broken prints of the webhook's
+// refusal (the API's Invalid status, naming the object and the key); the
+// CRD's schema alone admits a dotted key name.
+const BrokenRefusal = `The VaultSeed "production-core-broken" is invalid: smtp.password: Invalid value: key name "smtp.password" contains a dot`
+
 // Sample is a VaultSeed manifest of config/samples.
 type Sample struct {
 	Name, Path, File string
