@@ -62,7 +62,9 @@ type config struct {
 	restart     bool
 	cpuProfile  string
 	heapProfile string
-	floorMax    int
+	// scrapeInterval is how often /metrics is scraped during the run.
+	scrapeInterval time.Duration
+	floorMax       int
 }
 
 func main() {
@@ -75,6 +77,7 @@ func main() {
 	flag.IntVar(&cfg.workers, "workers", 16, "Concurrent creations of the N objects.")
 	flag.BoolVar(&cfg.restart, "restart", false, "Then restart the controller and watch its first resync period (one period more).")
 	flag.StringVar(&cfg.cpuProfile, "cpuprofile", "", "Write a CPU profile of the controller over the first resync after creation to this file (go tool pprof); the controller must have --pprof-bind-address.")
+	flag.DurationVar(&cfg.scrapeInterval, "scrape-interval", 30*time.Second, "Scrape the controller's /metrics this often, as the chart's PodMonitor (podMonitor.interval) has Prometheus do; 0: never.")
 	flag.StringVar(&cfg.heapProfile, "heapprofile-prefix", "", "Write heap profiles of the controller (go tool pprof) when all objects are Ready and at the end of the quiet resync period, to PREFIX-ready.pprof and PREFIX-quiet.pprof.")
 	flag.IntVar(&cfg.floorMax, "floor-max", 2000, "At most this many hashes are timed for the bcrypt floor; for a larger N the floor is scaled from them (a hash costs the same each time).")
 	flag.StringVar(&cfg.logDir, "dir", "", "Directory for the environment's files and controller.log (default: a new temporary directory, kept).")
@@ -151,6 +154,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	}
 	stopWatching := exited(ctrl)
 	rss := startRSS(ctx, ctrl.PID(), "creation")
+	scraped := startScrapes(ctx, "http://"+ctrl.MetricsAddr+"/metrics", cfg.scrapeInterval)
 	progress("controller log: %s", logFile.Name())
 
 	// The benchmark's own client is not rate limited, so that creating
@@ -166,7 +170,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		return err
 	}
 
-	r := report{n: cfg.n, resync: cfg.resync, floorTimed: min(cfg.n, cfg.floorMax)}
+	r := report{n: cfg.n, resync: cfg.resync, floorTimed: min(cfg.n, cfg.floorMax), scrapeInterval: cfg.scrapeInterval}
 	progress("bcrypt floor: %d hashes at the default cost (%d), one after another", r.floorTimed, bcrypt.DefaultCost)
 	if r.floor, err = bcryptFloor(r.floorTimed); err != nil {
 		return err
@@ -263,6 +267,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	}
 	r.hwm, r.rss = status.VmHWM, status.VmRSS
 	r.rssPeaks = rss.stop()
+	r.scrapes = scraped.stop()
 	if r.goHeap, err = goHeap(ctx, ctrl); err != nil {
 		return err
 	}
@@ -728,6 +733,8 @@ type report struct {
 	hwm, rss                 uint64
 	rssPeaks                 string // the largest resident set of each phase
 	goHeap                   string // the Go runtime's memory at the end
+	scrapes                  string // the periodic scrapes of /metrics
+	scrapeInterval           time.Duration
 
 	floorTimed    int
 	stale         int           // objects last reconciled more than a period before the quiet period's end
@@ -783,6 +790,7 @@ func (r report) print(out io.Writer) {
 	fmt.Fprintf(tw, "memory\t%s high-water mark (VmHWM), %s resident at the end\n", mib(r.hwm), mib(r.rss))
 	fmt.Fprintf(tw, "  resident set, the largest 1-s sample of each phase\t%s\n", r.rssPeaks)
 	fmt.Fprintf(tw, "  the Go runtime at the end (go_memstats_*)\t%s\n", r.goHeap)
+	fmt.Fprintf(tw, "  /metrics scraped every %s meanwhile, as the PodMonitor does\t%s\n", r.scrapeInterval, r.scrapes)
 	fmt.Fprintf(tw, "dependent Ready after its source's write\t%s\n", durations(r.depLatency, "max", 100))
 	for _, a := range []struct {
 		when string
