@@ -9,7 +9,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	"sigs.k8s.io/yaml"
@@ -19,10 +21,11 @@ import (
 	"github.com/ohmlab/ohmlab-controller/webhooks"
 )
 
-// verdict is what a user learns about one object, from either path.
+// verdict is what a user learns about one object, from either path: its
+// problems as "<key>: <message>", and its warnings.
 type verdict struct {
 	Allowed  bool
-	Message  string
+	Problems []string
 	Warnings []string
 }
 
@@ -60,7 +63,19 @@ func webhookVerdict(t *testing.T, existing []string, obj string) verdict {
 		UID: "1", Operation: admissionv1.Create, Namespace: meta.Metadata.Namespace, Name: meta.Metadata.Name,
 		Object: runtime.RawExtension{Raw: j},
 	}})
-	return verdict{Allowed: resp.Allowed, Message: resp.Result.Message, Warnings: resp.Warnings}
+	v := verdict{Allowed: resp.Allowed, Warnings: resp.Warnings}
+	if !resp.Allowed {
+		// The API's Invalid status: one cause per problem, its key the
+		// field, its message the error type then the problem.
+		d := resp.Result.Details
+		if d == nil || d.Name != meta.Metadata.Name || resp.Result.Reason != metav1.StatusReasonInvalid {
+			t.Fatalf("refusal %+v: want the Invalid status naming %s", resp.Result, meta.Metadata.Name)
+		}
+		for _, c := range d.Causes {
+			v.Problems = append(v.Problems, c.Field+": "+strings.TrimPrefix(c.Message, field.ErrorTypeInvalid.String()+": "))
+		}
+	}
+	return v
 }
 
 // cliVerdict runs `ohmlab validate --output json -` over existing and obj,
@@ -73,12 +88,12 @@ func cliVerdict(t *testing.T, existing []string, obj, name string) (verdict, []s
 	if err := json.Unmarshal([]byte(got.Stdout), &rep); err != nil {
 		t.Fatalf("exit code %d, stdout is not JSON: %v\n%s%s", got.Code, err, got.Stdout, got.Stderr)
 	}
-	var lines, summary []string
+	var summary []string
 	v := verdict{Allowed: true}
 	for _, f := range rep.Problems {
 		if f.Name == name {
 			v.Allowed = false
-			lines = append(lines, f.Problem.String())
+			v.Problems = append(v.Problems, f.Problem.String())
 			summary = append(summary, f.Key+" "+f.Reason)
 		}
 	}
@@ -87,13 +102,12 @@ func cliVerdict(t *testing.T, existing []string, obj, name string) (verdict, []s
 			v.Warnings = append(v.Warnings, f.Problem.String())
 		}
 	}
-	v.Message = strings.Join(lines, "; ")
 	return v, summary
 }
 
 // TestSameVerdict runs one table of input -> verdict through the admission
 // handler and through `ohmlab validate`: both must refuse or admit the
-// object with the same message and the same warnings. The existing objects
+// object with the same problems (key and message) and the same warnings. The existing objects
 // are the ones already in the cluster (the webhook's cache); the CLI reads
 // them in the same stream as the object.
 func TestSameVerdict(t *testing.T) {
@@ -147,7 +161,7 @@ func TestSameVerdict(t *testing.T) {
 			if got := len(wh.Warnings) > 0; got != tt.warns {
 				t.Errorf("warnings %q, want some: %v", wh.Warnings, tt.warns)
 			}
-			if strings.Contains(wh.Message+strings.Join(wh.Warnings, ""), secret) {
+			if strings.Contains(strings.Join(wh.Problems, "")+strings.Join(wh.Warnings, ""), secret) {
 				t.Errorf("the verdict holds a value: %+v", wh)
 			}
 		})
