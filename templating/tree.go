@@ -12,9 +12,11 @@ import (
 // Vault: map[string]any whose nodes are map[string]any) into dotted key path
 // -> leaf value. Every value that is not a map[string]any is a leaf and is
 // kept as it is (lists and nil included); empty maps have no leaf and vanish.
-// Keys are walked in sorted order, so if a hand-made key name contains a dot
-// and collides with a nested path ({"a.b": 1, "a": {"b": 2}}), the result is
-// still deterministic (here "a.b" -> 1).
+// A key whose name contains a dot (`vault kv patch P a.b=x` writes one) is
+// left out: no declared key can name it (key names in a spec have no dot),
+// and taken in it would pass for the nested a.b, so that the controller
+// would rewrite a.b forever or hash and copy the wrong value. Left out, it
+// is neither compared nor deleted, and a write keeps it as it is.
 func Flatten(tree map[string]any) map[string]any {
 	out := make(map[string]any)
 	flattenInto(out, "", tree)
@@ -28,6 +30,9 @@ func flattenInto(out map[string]any, prefix string, m map[string]any) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
+		if strings.Contains(k, ".") {
+			continue
+		}
 		p := joinKey(prefix, k)
 		if sub, ok := m[k].(map[string]any); ok {
 			flattenInto(out, p, sub)

@@ -21,7 +21,8 @@ func TestFlatten(t *testing.T) {
 		{name: "deep", in: map[string]any{"a": map[string]any{"b": map[string]any{"c": "d"}}}, want: map[string]any{"a.b.c": "d"}},
 		{name: "empty map vanishes", in: map[string]any{"a": map[string]any{}, "b": "x"}, want: map[string]any{"b": "x"}},
 		{name: "non-leaf values kept", in: map[string]any{"l": []any{"x"}, "n": nil}, want: map[string]any{"l": []any{"x"}, "n": nil}},
-		{name: "dotted hand-made key wins a collision", in: map[string]any{"a.b": 1.0, "a": map[string]any{"b": 2.0}}, want: map[string]any{"a.b": 1.0}},
+		{name: "a dotted hand-made key is left out, the nested path read", in: map[string]any{"a.b": 1.0, "a": map[string]any{"b": 2.0}}, want: map[string]any{"a.b": 2.0}},
+		{name: "a dotted key inside a map is left out", in: map[string]any{"a": map[string]any{"b.c": 1.0, "d": 2.0}}, want: map[string]any{"a.d": 2.0}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

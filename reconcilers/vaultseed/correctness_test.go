@@ -73,7 +73,7 @@ func TestStalledKeyDoesNotFreezeThePath(t *testing.T) {
 	obj := f.waitReason("app", ohmlabv1alpha1.ReasonInvalidSpec, 10*time.Second)
 	stalled := condition(obj, ohmlabv1alpha1.ConditionStalled)
 	g.Expect(stalled).NotTo(BeNil())
-	g.Expect(stalled.Message).To(Equal("admin.passwordHashed: cannot be computed while admin.password is empty; fill it in (vault kv patch " + path + " admin.password=...)"))
+	g.Expect(stalled.Message).To(Equal(`admin.passwordHashed: cannot be computed while admin.password is empty; fill it in (echo '{"admin":{"password":"..."}}' | vault kv patch ` + path + ` -)`))
 	want := map[string]any{"admin": map[string]any{"username": "admin", "password": ""}, "copy": "admin"}
 	g.Expect(readPath(t, path).Data).To(Equal(want), "created with every key that can be computed")
 	g.Expect(managedNames(obj)).To(Equal([]string{"admin.password", "admin.username", "copy"}))

@@ -407,6 +407,21 @@ func resolveRefs(a templating.Analysis, paths map[string]*vaultkv.Secret) (map[s
 	return refs, pending
 }
 
+// fillInCommand is the command that fills key of path in by hand. A nested
+// key takes a JSON merge patch: `vault kv patch P a.b=x` would write a key
+// named "a.b" beside a, which is not a.b (templating.Flatten).
+func fillInCommand(path, key string) string {
+	segs := strings.Split(key, ".")
+	if len(segs) == 1 {
+		return fmt.Sprintf("vault kv patch %s %s=...", path, key)
+	}
+	patch := `"..."`
+	for i := len(segs) - 1; i >= 0; i-- {
+		patch = fmt.Sprintf(`{%q:%s}`, segs[i], patch)
+	}
+	return fmt.Sprintf("echo '%s' | vault kv patch %s -", patch, path)
+}
+
 // stallMessage says why a held key waits for a person, naming the keys and
 // what to do, never a value.
 func stallMessage(h templating.Held, path string) string {
@@ -415,7 +430,7 @@ func stallMessage(h templating.Held, path string) string {
 	var shape *templating.ShapeConflictError
 	switch {
 	case errors.As(h.Err, &empty):
-		return fmt.Sprintf("%s: cannot be computed while %s is empty; fill it in (vault kv patch %s %s=...)", empty.Key, empty.Source, path, empty.Source)
+		return fmt.Sprintf("%s: cannot be computed while %s is empty; fill it in (%s)", empty.Key, empty.Source, fillInCommand(path, empty.Source))
 	case errors.As(h.Err, &invalid):
 		return fmt.Sprintf("%s: cannot be computed: the value of %s on the path %s", h.Key, invalid.Key, invalid.Reason)
 	case errors.As(h.Err, &shape):

@@ -501,6 +501,14 @@ func TestPlan(t *testing.T) {
 			},
 		},
 		{
+			// vault kv patch P admin.password=x writes a top-level key
+			// named "admin.password": not the nested key, and not ours.
+			name: "a dotted key written by hand beside the nested one is neither read nor touched",
+			spec: spec{data: m{"admin": m{"password": "", "hash": "<bcrypt:admin.password>"}, "copy": "<ref:" + ownPath + "#admin.password>"}, managed: []string{"admin.hash", "admin.password", "copy"}},
+			path: ours(5, m{"admin": m{"password": storedPassword, "hash": hashStored}, "copy": storedPassword, "admin.password": "typed-flat"}),
+			want: Plan{CAS: 5, ManagedKeys: []string{"admin.hash", "admin.password", "copy"}},
+		},
+		{
 			name: "a bcrypt key holding something else than a hash is rewritten",
 			spec: spec{data: keycloak(), managed: keycloakKeys},
 			path: ours(5, seeded(hashStored, "admin.passwordHashed", storedPassword)),
@@ -949,7 +957,7 @@ func TestPlanHoldsBackOnlyKeysThatCannotBeComputed(t *testing.T) {
 		p.CAS, p.Actions, p.Mark, p.Data, p.ManagedKeys = cas, actions, mark, data, managed
 		return p
 	}
-	fillIn := "admin.passwordHashed: cannot be computed while admin.password is empty; fill it in (vault kv patch " + ownPath + " admin.password=...)"
+	fillIn := `admin.passwordHashed: cannot be computed while admin.password is empty; fill it in (echo '{"admin":{"password":"..."}}' | vault kv patch ` + ownPath + ` -)`
 	runPlanCases(t, []planCase{
 		{
 			name: "bcrypt of a \"\" placeholder on an absent path: the path is created with the placeholder, the hash left out",
