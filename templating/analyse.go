@@ -6,7 +6,10 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Object is one VaultSeed as templating sees it.
@@ -101,7 +104,8 @@ type Analysis struct {
 // document, "Templates"; issue 3, "Static analysis of one object"). All are
 // InvalidSpec unless said otherwise:
 //   - spec.path that [ValidPath] refuses (message "spec.path " + PathMessage);
-//   - a key name that is empty or contains a dot;
+//   - a key name that is empty, contains a dot, is longer than MaxKeyName
+//     characters, or contains a control or invisible (format) character;
 //   - a leaf that is a list, null or another non-leaf type;
 //   - a malformed template ([ParseLeaf]);
 //   - <bcrypt:k> whose k is not declared, is a map, is itself derived
@@ -182,6 +186,14 @@ func (an *analyser) walk(prefix string, m map[string]any, valid bool) {
 			ok = false
 		case strings.Contains(k, "."):
 			an.problem(ReasonInvalidSpec, path, fmt.Sprintf("key name %q contains a dot: nest maps instead", k))
+			ok = false
+		case utf8.RuneCountInString(k) > MaxKeyName:
+			// The key itself would make the message as long: it is shown cut.
+			an.problem(ReasonInvalidSpec, joinKey(prefix, shortKey(k)), fmt.Sprintf("key name is %d characters long, more than %d: kubectl get -o yaml cannot print a longer key", utf8.RuneCountInString(k), MaxKeyName))
+			ok = false
+		case strings.IndexFunc(k, invisible) >= 0:
+			r, _ := utf8.DecodeRuneInString(k[strings.IndexFunc(k, invisible):])
+			an.problem(ReasonInvalidSpec, joinKey(prefix, quoteKey(k)), fmt.Sprintf("key name %s contains the control or invisible character %U: a key that looks like another is refused", strconv.QuoteToASCII(k), r))
 			ok = false
 		case k == "true" || k == "false":
 			// YAML 1.1 (helm, kubectl) reads an unquoted on/off, yes/no or
@@ -401,4 +413,29 @@ func (an *analyser) checkRotation(r *Rotate) {
 			a.RotationKeys = append(a.RotationKeys, k)
 		}
 	}
+}
+
+// MaxKeyName is the most characters of one key name: YAML's limit for a
+// plain mapping key, which `kubectl get -o yaml` and `ohmlab plan` of its
+// output need.
+const MaxKeyName = 1024
+
+// invisible reports whether r is a control character or an invisible
+// formatting one (zero-width space, bidirectional overrides): in a key name
+// it makes two keys look alike, or rewrites the terminal that prints it.
+func invisible(r rune) bool {
+	return unicode.IsControl(r) || unicode.Is(unicode.Cf, r)
+}
+
+// shortKey is a long key name cut for a message.
+func shortKey(k string) string {
+	r := []rune(k)
+	return quoteKey(string(r[:32])) + "..."
+}
+
+// quoteKey is k with control, invisible and non-ASCII characters escaped
+// (\x1b, \u200b), so that a message prints it as it is.
+func quoteKey(k string) string {
+	q := strconv.QuoteToASCII(k)
+	return q[1 : len(q)-1]
 }
