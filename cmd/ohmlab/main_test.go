@@ -236,6 +236,13 @@ func TestValidateInputs(t *testing.T) {
 				"-:vo/a: warning: spec.data.smtp.tls: line 13: the unquoted on is the boolean true for kubectl, Helm and Argo CD (YAML 1.1), and Vault gets true: quote it (\"on\") if you meant the text\n"},
 		},
 		{
+			name:  "an unquoted number that is not kept as written is a warning with its line, never its value",
+			stdin: "apiVersion: ohmlab.fr/v1alpha1\nkind: VaultSeed\nmetadata: {name: a, namespace: vo}\nspec:\n  path: ohmlab/a\n  data:\n    port: 5432\n    ratio: 0.5\n    pin: 0755\n    big: 12345678901234567890\n    quoted: \"0755\"\n",
+			args:  []string{"validate", "-"},
+			want: result{Code: exitValid, Stderr: "-:vo/a: warning: spec.data.pin: line 9: " + numberWarning + "\n" +
+				"-:vo/a: warning: spec.data.big: line 10: " + numberWarning + "\n"},
+		},
+		{
 			name:  "empty standard input is unreadable, not valid",
 			stdin: " \n\n",
 			args:  []string{"validate", "-"},
@@ -359,3 +366,5 @@ func FuzzRead(f *testing.F) {
 		}
 	})
 }
+
+const numberWarning = "this unquoted number is not kept as written: kubectl, Helm and Argo CD (YAML 1.1) send Vault another spelling or another number (a leading 0 is octal, 0x hexadecimal, an exponent is expanded, trailing zeros go, an integer beyond 64 bits is rounded): quote it if you meant the text"

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
 	yamlv3 "go.yaml.in/yaml/v3"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"sigs.k8s.io/yaml"
 
 	"github.com/ohmlab/ohmlab-controller/internal/validate"
 )
@@ -69,6 +72,12 @@ func booleanLeaves(d document, n *yamlv3.Node, prefix string) []validate.Problem
 		switch {
 		case v.Kind == yamlv3.MappingNode:
 			out = append(out, booleanLeaves(d, v, path)...)
+		case v.Kind == yamlv3.ScalarNode && v.Style == 0 && (v.Tag == "!!int" || v.Tag == "!!float") && !keptAsWritten(v.Value):
+			// Neither the text nor the number is printed: a number may be
+			// a secret (a PIN) somebody typed.
+			out = append(out, validate.Problem{Key: "spec.data." + path, Message: fmt.Sprintf(
+				"line %d: this unquoted number is not kept as written: kubectl, Helm and Argo CD (YAML 1.1) send Vault another spelling or another number (a leading 0 is octal, 0x hexadecimal, an exponent is expanded, trailing zeros go, an integer beyond 64 bits is rounded): quote it if you meant the text",
+				d.line+v.Line-1)})
 		case v.Kind == yamlv3.ScalarNode && v.Style == 0 && v.Tag == "!!str":
 			if b, ok := yaml11Booleans[v.Value]; ok {
 				out = append(out, validate.Problem{Key: "spec.data." + path, Message: fmt.Sprintf(
@@ -98,4 +107,21 @@ func scalar(n *yamlv3.Node) string {
 		return ""
 	}
 	return strings.TrimSpace(n.Value)
+}
+
+// keptAsWritten reports whether the plain number text reaches Vault as it
+// is written, through kubectl's path: sigs.k8s.io/yaml (YAML 1.1), then the
+// API machinery's JSON, which keeps an integer that fits in 64 bits and
+// makes anything else a float64.
+func keptAsWritten(text string) bool {
+	j, err := yaml.YAMLToJSON([]byte(text))
+	if err != nil {
+		return true // not a number for YAML 1.1: the analysis sees what it is
+	}
+	var v any
+	if err := utiljson.Unmarshal(j, &v); err != nil {
+		return true
+	}
+	out, err := json.Marshal(v)
+	return err != nil || string(out) == text
 }
