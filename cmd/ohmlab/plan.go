@@ -245,6 +245,17 @@ func planClient(tokenFile string, timeout time.Duration) (*vaultkv.Client, error
 		return nil, errors.New("VAULT_ADDR is not set")
 	}
 	auth := vaultkv.AuthConfig{Method: vaultkv.MethodToken, TokenFile: tokenFile}
+	if tokenFile != "" {
+		// Read here, so that a missing or empty file is a usage error
+		// (exit 1), not a Vault that could not be read (exit 3).
+		b, err := os.ReadFile(tokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("--token-file: %w", err)
+		}
+		if strings.TrimSpace(string(b)) == "" {
+			return nil, fmt.Errorf("--token-file: %s is empty", tokenFile)
+		}
+	}
 	if tokenFile == "" {
 		if auth.Token = os.Getenv("VAULT_TOKEN"); auth.Token == "" {
 			return nil, errors.New("no Vault token: set VAULT_TOKEN or pass --token-file")

@@ -319,6 +319,10 @@ func TestPlanUsage(t *testing.T) {
 		{"bad output", []string{"plan", "--output", "yaml", "-"}, nil, planError, "", "--output must be text or json"},
 		{"no address", []string{"plan", "-"}, map[string]string{"VAULT_ADDR": ""}, planError, "", "VAULT_ADDR is not set"},
 		{"no token", []string{"plan", "-"}, map[string]string{"VAULT_ADDR": "http://127.0.0.1:1", "VAULT_TOKEN": ""}, planError, "", "set VAULT_TOKEN or pass --token-file"},
+		{"a token file that cannot be read", []string{"plan", "--token-file", "/nonexistent/token", "-"}, map[string]string{"VAULT_ADDR": "http://127.0.0.1:1"},
+			planError, "", "--token-file: open /nonexistent/token: no such file or directory"},
+		{"an empty token file", []string{"plan", "--token-file", os.DevNull, "-"}, map[string]string{"VAULT_ADDR": "http://127.0.0.1:1"},
+			planError, "", "--token-file: " + os.DevNull + " is empty"},
 		{"a CA bundle that cannot be read", []string{"plan", "-"}, map[string]string{"VAULT_ADDR": "https://127.0.0.1:1", "VAULT_TOKEN": "t", "VAULT_CACERT": "/nonexistent/ca.pem"},
 			planError, "", "reading the CA bundle: open /nonexistent/ca.pem: no such file or directory"},
 	}
