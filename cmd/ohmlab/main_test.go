@@ -368,3 +368,28 @@ func FuzzRead(f *testing.F) {
 }
 
 const numberWarning = "this unquoted number is not kept as written: kubectl, Helm and Argo CD (YAML 1.1) send Vault another spelling or another number (a leading 0 is octal, 0x hexadecimal, an exponent is expanded, trailing zeros go, an integer beyond 64 bits is rounded): quote it if you meant the text"
+
+// TestValidateDirFollowsLinksToFiles: a .yaml link in a directory is read
+// as the file it names; a dangling one is unreadable, not skipped.
+func TestValidateDirFollowsLinksToFiles(t *testing.T) {
+	bad := writeTree(t, map[string]string{"bad.yaml": vaultSeed("a", "  path: ohmlab/a\n  data:\n    a.b: x\n")})
+	tests := []struct {
+		name     string
+		target   string
+		wantCode int
+	}{
+		{name: "a link to an invalid file is read", target: filepath.Join(bad, "bad.yaml"), wantCode: exitInvalid},
+		{name: "a dangling link is unreadable", target: filepath.Join(bad, "missing.yaml"), wantCode: exitUsage},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.Symlink(tt.target, filepath.Join(dir, "link.yaml")); err != nil {
+				t.Fatal(err)
+			}
+			if got := runCLI(t, "", "validate", dir); got.Code != tt.wantCode {
+				t.Errorf("exit code %d, want %d: %+v", got.Code, tt.wantCode, got)
+			}
+		})
+	}
+}

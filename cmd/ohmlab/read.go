@@ -85,7 +85,8 @@ func readInputs(args []string, stdin io.Reader) ([]object, error) {
 }
 
 // yamlFiles returns arg itself when it is a file, or the .yaml and .yml
-// files under it, in lexical order, when it is a directory.
+// files under it (and links to files), in lexical order, when it is a
+// directory.
 func yamlFiles(arg string) ([]string, error) {
 	info, err := os.Stat(arg)
 	if err != nil {
@@ -99,8 +100,23 @@ func yamlFiles(arg string) ([]string, error) {
 		if err != nil {
 			return err
 		}
-		if ext := filepath.Ext(p); d.Type().IsRegular() && (ext == ".yaml" || ext == ".yml") {
+		if ext := filepath.Ext(p); ext != ".yaml" && ext != ".yml" {
+			return nil
+		}
+		switch {
+		case d.Type().IsRegular():
 			files = append(files, p)
+		case d.Type()&fs.ModeSymlink != 0:
+			// A link to a file is read as the file (a dangling one is an
+			// error, not a silent skip); a link to a directory is not
+			// walked.
+			target, err := os.Stat(p)
+			if err != nil {
+				return err
+			}
+			if target.Mode().IsRegular() {
+				files = append(files, p)
+			}
 		}
 		return nil
 	})
