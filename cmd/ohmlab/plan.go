@@ -315,7 +315,11 @@ func printPlan(w io.Writer, rep planReport) {
 		fmt.Fprintln(w, line)
 	}
 	t := rep.Total
-	line := fmt.Sprintf("Plan: %d objects: %d with changes", t.Objects, t.Changes)
+	noun := "objects"
+	if t.Objects == 1 {
+		noun = "object"
+	}
+	line := fmt.Sprintf("Plan: %d %s: %d with changes", t.Objects, noun, t.Changes)
 	if n := len(t.Actions); n > 0 {
 		line += " (" + actionTotals(t.Actions) + ")"
 	}
