@@ -78,18 +78,29 @@ func startLoad(ctx context.Context) func() loadFigures {
 // cpuProfile writes the controller's CPU profile over d (Go's
 // /debug/pprof/profile at addr) to file.
 func cpuProfile(ctx context.Context, addr string, d time.Duration, file string) error {
-	secs := int(d.Seconds())
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, secs), nil)
+	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, int(d.Seconds()))
+	return fetchProfile(ctx, "CPU profile", url, d+time.Minute, file)
+}
+
+// heapProfile writes the controller's heap profile (Go's /debug/pprof/heap
+// at addr, after a GC) to file.
+func heapProfile(ctx context.Context, addr, file string) error {
+	return fetchProfile(ctx, "heap profile", fmt.Sprintf("http://%s/debug/pprof/heap?gc=1", addr), time.Minute, file)
+}
+
+// fetchProfile writes what url answers within timeout to file.
+func fetchProfile(ctx context.Context, what, url string, timeout time.Duration, file string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
-	resp, err := (&http.Client{Timeout: d + time.Minute}).Do(req)
+	resp, err := (&http.Client{Timeout: timeout}).Do(req)
 	if err != nil {
-		return fmt.Errorf("CPU profile: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("CPU profile: %s", resp.Status)
+		return fmt.Errorf("%s: %s", what, resp.Status)
 	}
 	f, err := os.Create(file)
 	if err != nil {
@@ -207,32 +218,6 @@ func (h histogram) String() string {
 		parts = append(parts, p.name+" "+at(p.q))
 	}
 	return strings.Join(parts, ", ")
-}
-
-// heapProfile writes the controller's heap profile (Go's /debug/pprof/heap
-// at addr, after a GC) to file.
-func heapProfile(ctx context.Context, addr, file string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/heap?gc=1", addr), nil)
-	if err != nil {
-		return err
-	}
-	resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
-	if err != nil {
-		return fmt.Errorf("heap profile: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("heap profile: %s", resp.Status)
-	}
-	f, err := os.Create(file)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 // goHeap reads the Go runtime's memory figures from the controller's
