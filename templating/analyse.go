@@ -191,8 +191,8 @@ func (an *analyser) walk(prefix string, m map[string]any, valid bool) {
 			// The key itself would make the message as long: it is shown cut.
 			an.problem(ReasonInvalidSpec, joinKey(prefix, shortKey(k)), fmt.Sprintf("key name is %d characters long, more than %d: kubectl get -o yaml cannot print a longer key", utf8.RuneCountInString(k), MaxKeyName))
 			ok = false
-		case strings.IndexFunc(k, invisible) >= 0:
-			r, _ := utf8.DecodeRuneInString(k[strings.IndexFunc(k, invisible):])
+		case firstInvisible(k) >= 0:
+			r := firstInvisible(k)
 			an.problem(ReasonInvalidSpec, joinKey(prefix, quoteKey(k)), fmt.Sprintf("key name %s contains the control or invisible character %U: a key that looks like another is refused", strconv.QuoteToASCII(k), r))
 			ok = false
 		case k == "true" || k == "false":
@@ -425,6 +425,15 @@ const MaxKeyName = 1024
 // it makes two keys look alike, or rewrites the terminal that prints it.
 func invisible(r rune) bool {
 	return unicode.IsControl(r) || unicode.Is(unicode.Cf, r)
+}
+
+// firstInvisible is the first rune of k that is invisible, or -1.
+func firstInvisible(k string) rune {
+	if i := strings.IndexFunc(k, invisible); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(k[i:])
+		return r
+	}
+	return -1
 }
 
 // shortKey is a long key name cut for a message.
