@@ -88,8 +88,8 @@ type Analysis struct {
 	Problems []Problem
 	// RotationKeys are the generated keys a change of rotate.token
 	// regenerates, sorted: the valid keys of rotate.keys, or every generated
-	// key when rotate.keys is empty. An age pair rotates through its
-	// age-secret key (the public follows). Nil without spec.rotate.
+	// key when rotate.keys is empty. A key pair rotates through its private
+	// key (the public follows). Nil without spec.rotate.
 	RotationKeys []string
 	// RefPaths are the distinct paths the object's references read, sorted,
 	// without the object's own path (Fill resolves those itself).
@@ -109,18 +109,20 @@ type Analysis struct {
 //   - a leaf that is a list, null or another non-leaf type;
 //   - a malformed template ([ParseLeaf]);
 //   - <bcrypt:k> whose k is not declared, is a map, is itself derived
-//     (bcrypt or age-public), or is statically longer than 72 bytes
-//     (<random:N> or <hex:N> with N > 72, <age:secret>, a plain string over
-//     72 bytes, or a reference to the own path leading to one);
-//   - <age:public> without exactly one <age:secret>; more than one
-//     <age:secret>;
+//     (bcrypt or a public key), or is statically longer than 72 bytes
+//     (<random:N> or <hex:N> with N > 72, a private key, a plain string
+//     over 72 bytes, or a reference to the own path leading to one);
+//   - for each key pair (<age:secret>/<age:public>,
+//     <ssh:private>/<ssh:public>): a public key without exactly one private
+//     key of its pair; more than one private key of a pair;
 //   - a reference to the object's own path whose key is not declared (a
 //     hand-filled key is declared as ""), is a map, or closes a cycle of keys
 //     (through references to the own path and bcrypt sources); references
 //     to other paths are checked by AnalyseSet and the reconciler;
 //   - InvalidRotation: an empty rotate.token; rotate.keys naming a key that
 //     is not declared, a map, or a key that is not generated (plain, "",
-//     <ref:>, <bcrypt:>; for <age:public>, list its <age:secret>).
+//     <ref:>, <bcrypt:>; for a public key, list its private key: the pair
+//     rotates together).
 func Analyse(o Object) Analysis {
 	an := analyser{
 		a:        Analysis{Path: o.Path, Leaves: make(map[string]Leaf)},
@@ -270,16 +272,11 @@ func (an *analyser) leaf(path string, l Leaf, wellFormed, declared bool) {
 	}
 }
 
-// checkLeaves checks bcrypt sources, age pairs and references to the own
+// checkLeaves checks bcrypt sources, key pairs and references to the own
 // path, and collects RefPaths.
 func (an *analyser) checkLeaves() {
 	a := &an.a
-	var secrets []string
-	for _, k := range a.Keys {
-		if a.Leaves[k].Kind == KindAgeSecret {
-			secrets = append(secrets, k)
-		}
-	}
+	privates := privateKeys(*a)
 	deps := graph{} // key -> keys its value derives from, within the path
 	refPaths := map[string]bool{}
 	selfRefs := false
@@ -298,25 +295,16 @@ func (an *analyser) checkLeaves() {
 					deps.add(k, l.Source)
 				}
 			}
-		case KindAgePublic:
-			switch len(secrets) {
-			case 0:
-				an.problem(ReasonInvalidSpec, k, "<age:public> needs an <age:secret> in the same object")
-			case 1:
-				deps.add(k, secrets[0])
-			default:
-				an.problem(ReasonInvalidSpec, k, fmt.Sprintf("<age:public> needs exactly one <age:secret> in the same object, found %d (%s)", len(secrets), strings.Join(secrets, ", ")))
-			}
-		case KindAgeSecret:
-			if len(secrets) > 1 {
-				an.problem(ReasonInvalidSpec, k, fmt.Sprintf("an object holds at most one <age:secret>, found %d (%s)", len(secrets), strings.Join(secrets, ", ")))
-			}
 		case KindRef:
 			if l.Ref.Path != a.Path {
 				refPaths[l.Ref.Path] = true
 			} else if an.checkSource(k, l.Template+" copies", l.Ref.Key) {
 				deps.add(k, l.Ref.Key)
 				selfRefs = true
+			}
+		default:
+			if p := pairOf(l.Kind); p != nil {
+				an.checkPair(k, l.Kind, p, privates[p], deps)
 			}
 		}
 	}
@@ -332,6 +320,23 @@ func (an *analyser) checkLeaves() {
 		if ring := rings[k]; ring != nil {
 			an.problem(ReasonInvalidSpec, k, "cycle of keys within this path: "+ringString(ring))
 		}
+	}
+}
+
+// checkPair checks key k of kind kind, of the key pair p whose private
+// keys in the object are privates: one private key per object, and a public
+// key needs it (and derives from it).
+func (an *analyser) checkPair(k string, kind Kind, p *keyPair, privates []string, deps graph) {
+	n := len(privates)
+	switch {
+	case kind == p.private && n > 1:
+		an.problem(ReasonInvalidSpec, k, fmt.Sprintf("an object holds at most one %s, found %d (%s)", p.privateTemplate(), n, strings.Join(privates, ", ")))
+	case kind == p.public && n == 0:
+		an.problem(ReasonInvalidSpec, k, fmt.Sprintf("%s needs an %s in the same object", p.publicTemplate(), p.privateTemplate()))
+	case kind == p.public && n == 1:
+		deps.add(k, privates[0])
+	case kind == p.public:
+		an.problem(ReasonInvalidSpec, k, fmt.Sprintf("%s needs exactly one %s in the same object, found %d (%s)", p.publicTemplate(), p.privateTemplate(), n, strings.Join(privates, ", ")))
 	}
 }
 
@@ -359,11 +364,12 @@ func (an *analyser) staticLen(key string, depth int) int {
 	if !ok || depth < 0 {
 		return 0
 	}
+	if isPrivate(l.Kind) {
+		return pairOf(l.Kind).privateLen
+	}
 	switch l.Kind {
 	case KindRandom, KindHex:
 		return l.Length
-	case KindAgeSecret:
-		return 74
 	case KindPlain:
 		return len(Stringify(l.Value))
 	case KindRef:
@@ -401,14 +407,15 @@ func (an *analyser) checkRotation(r *Rotate) {
 			an.problem(ReasonInvalidRotation, k, fmt.Sprintf("rotate.keys names %q, which data does not declare", k))
 		case !ok:
 			// Malformed: reported as InvalidSpec on the key itself.
-		case l.Kind == KindAgePublic:
-			an.problem(ReasonInvalidRotation, k, "rotate.keys names an <age:public>: list its <age:secret> instead, the pair rotates together")
+		case isPublic(l.Kind):
+			p := pairOf(l.Kind)
+			an.problem(ReasonInvalidRotation, k, fmt.Sprintf("rotate.keys names an %s: list its %s instead, the pair rotates together", p.publicTemplate(), p.privateTemplate()))
 		case !l.Generated():
 			what := "a plain value"
 			if l.Template != "" {
 				what = l.Template
 			}
-			an.problem(ReasonInvalidRotation, k, fmt.Sprintf("rotate.keys names %s, which is %s, not generated: only <random:N>, <hex:N>, <uuid> and <age:secret> rotate", k, what))
+			an.problem(ReasonInvalidRotation, k, fmt.Sprintf("rotate.keys names %s, which is %s, not generated: only %s rotate", k, what, GeneratedTemplates))
 		default:
 			a.RotationKeys = append(a.RotationKeys, k)
 		}

@@ -120,8 +120,8 @@ func (e *ShapeConflictError) Error() string {
 }
 
 // Fill computes the values of one path that must change, in dependency
-// order: a key comes after the keys it derives from (bcrypt source, age
-// secret, reference to the own path), otherwise in key order, which is also
+// order: a key comes after the keys it derives from (bcrypt source, private
+// key of its pair, reference to the own path), otherwise in key order, which is also
 // the order in which generated values consume g.Rand (product document,
 // "What the controller does with a path", "Seed once" and "References
 // follow their source"):
@@ -135,13 +135,15 @@ func (e *ShapeConflictError) Error() string {
 //   - bcrypt: created when absent; updated only when the stored hash no
 //     longer matches its source's value, new or current ([Generator.Matches]:
 //     a hash that still matches is never rewritten, so no new salt appears);
-//   - age-public: created when absent; updated when it differs from the
-//     public key of the object's age-secret (new or current), so a rotated
-//     secret takes its public with it.
+//   - the public key of a key pair (age-public, ssh-public): created when
+//     absent; updated when it differs from the public key of the object's
+//     private key of its pair (new or current), so a rotated private key
+//     takes its public with it, and a public key edited by hand is put
+//     back.
 //
 // A key that cannot be computed is held back (FillResult.Held) rather than
 // failing the whole fill: [*EmptySourceError] (a bcrypt or a reference of
-// an empty or missing source), [*InvalidValueError] (a stored age secret
+// an empty or missing source), [*InvalidValueError] (a stored private key
 // that does not parse, a bcrypt source over 72 bytes) and
 // [*ShapeConflictError]. A key deriving from a held key that the path lacks
 // is held too. Errors: an analysis with problems, a Regenerate key that is
@@ -165,8 +167,8 @@ func (g Generator) Fill(a Analysis, in FillInput) (FillResult, error) {
 			}
 		}
 	}
-	order, secret := fillOrder(a)
-	f.secret = secret
+	order, privates := fillOrder(a)
+	f.privates = privates
 	for _, k := range order {
 		if err := f.fill(k, regen[k]); err != nil {
 			if !holdable(err) {
@@ -190,12 +192,12 @@ func holdable(err error) bool {
 }
 
 type filler struct {
-	g      Generator
-	a      Analysis
-	in     FillInput
-	res    FillResult
-	secret string            // the age-secret key, "" when none
-	under  map[string]string // prefix of a current key -> smallest current key under it
+	g        Generator
+	a        Analysis
+	in       FillInput
+	res      FillResult
+	privates map[*keyPair]string // the private key of each key pair the object holds
+	under    map[string]string   // prefix of a current key -> smallest current key under it
 }
 
 // value is k's new value when it changes in this Fill, else its current
@@ -297,11 +299,13 @@ func (f *filler) fill(k string, regenerate bool) error {
 			f.g.Cache.Record(Slot{Object: f.in.Object, Key: k}, h, src)
 		}
 		return f.set(k, action, h)
-	case l.Kind == KindAgePublic:
-		v, _ := f.value(f.secret)
-		pub, err := AgePublic(Stringify(v))
+	case isPublic(l.Kind):
+		p := pairOf(l.Kind)
+		private := f.privates[p]
+		v, _ := f.value(private)
+		pub, err := p.derive(Stringify(v))
 		if err != nil {
-			return &InvalidValueError{Key: f.secret, Reason: "is not an age X25519 secret key (AGE-SECRET-KEY-1…)"}
+			return &InvalidValueError{Key: private, Reason: "is not " + p.what}
 		}
 		switch {
 		case !present:
@@ -316,19 +320,18 @@ func (f *filler) fill(k string, regenerate bool) error {
 }
 
 // fillOrder returns the keys of a.Leaves so that every key comes after the
-// keys it derives from (bcrypt source, age secret, reference to the own
-// path), ties in key order, and the age-secret key ("" when none).
-func fillOrder(a Analysis) (order []string, secret string) {
+// keys it derives from (bcrypt source, private key of its pair, reference
+// to the own path), ties in key order, and the private key of each key
+// pair the object holds.
+func fillOrder(a Analysis) (order []string, privates map[*keyPair]string) {
 	keys := make([]string, 0, len(a.Leaves))
 	for k := range a.Leaves {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	for _, k := range keys {
-		if a.Leaves[k].Kind == KindAgeSecret {
-			secret = k
-			break
-		}
+	privates = map[*keyPair]string{}
+	for p, ks := range privateKeys(a) {
+		privates[p] = ks[0]
 	}
 	state := make(map[string]int8, len(keys)) // 1 visiting, 2 done
 	var visit func(k string)
@@ -341,8 +344,8 @@ func fillOrder(a Analysis) (order []string, secret string) {
 		switch {
 		case l.Kind == KindBcrypt:
 			visit(l.Source)
-		case l.Kind == KindAgePublic:
-			visit(secret)
+		case isPublic(l.Kind):
+			visit(privates[pairOf(l.Kind)])
 		case l.Kind == KindRef && l.Ref.Path == a.Path:
 			visit(l.Ref.Key)
 		}
@@ -352,5 +355,5 @@ func fillOrder(a Analysis) (order []string, secret string) {
 	for _, k := range keys {
 		visit(k)
 	}
-	return order, secret
+	return order, privates
 }

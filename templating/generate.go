@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 
-	"filippo.io/age"
 	"github.com/google/uuid"
 	"golang.org/x/crypto/bcrypt"
 )
@@ -24,16 +22,19 @@ var ErrBcryptInputTooLong = errors.New("templating: bcrypt input is longer than 
 // The zero value is usable: crypto/rand and bcrypt's default cost, no cache.
 //
 // Randomness comes from two places. random, hex and uuid values read
-// [Generator.Rand]. age secrets and bcrypt salts read crypto/rand: they are
-// made by libraries that take no reader (filippo.io/age's
-// [age.GenerateX25519Identity], golang.org/x/crypto/bcrypt), and this package
-// does not reimplement their encodings to feed them one. Tests that need
-// exact age or bcrypt output make crypto/rand deterministic with
-// testing/cryptotest.SetGlobalRandom.
+// [Generator.Rand]. The private keys of key pairs (<age:secret>,
+// <ssh:private>) and bcrypt salts read crypto/rand: they are made by
+// libraries that take no reader (filippo.io/age's
+// age.GenerateX25519Identity, golang.org/x/crypto/bcrypt) or read
+// crypto/rand themselves (golang.org/x/crypto/ssh's MarshalPrivateKey, for
+// the format's check bytes), and this package does not reimplement their
+// encodings to feed them one. Tests that need exact output make crypto/rand
+// deterministic with testing/cryptotest.SetGlobalRandom.
 type Generator struct {
 	// Rand is the randomness of random, hex and uuid values: crypto/rand.Reader
 	// in production (used when nil), a deterministic reader in tests. age
-	// secrets and bcrypt salts never come from it (see [Generator]).
+	// and SSH private keys and bcrypt salts never come from it (see
+	// [Generator]).
 	Rand io.Reader
 	// BcryptCost is the bcrypt cost (log2 of rounds); 0 (or anything below
 	// bcrypt.MinCost) means bcrypt.DefaultCost, 10. Above bcrypt.MaxCost,
@@ -44,9 +45,9 @@ type Generator struct {
 	// before in the same slot. May be nil.
 	Cache *HashCache
 	// Dry makes values for a plan that is never written (observe-only
-	// mode): Bcrypt returns [DryBcrypt] without hashing and age secrets are
-	// one identity made once per process, so planning the same missing keys
-	// at every resync costs no bcrypt or age work.
+	// mode): Bcrypt returns [DryBcrypt] without hashing and the private key
+	// of each key pair is one key made once per process, so planning the
+	// same missing keys at every resync costs no bcrypt or key work.
 	Dry bool
 	// Slots, when set, bounds the bcrypt hashes and compares that run at
 	// once, across every Generator sharing it. May be nil (no bound).
@@ -82,15 +83,6 @@ func (s *BcryptSlots) run(f func()) {
 // it never matches anything.
 const DryBcrypt = "<dry-run bcrypt hash>"
 
-// dryAgeIdentity is the age secret every dry Generate returns.
-var dryAgeIdentity = sync.OnceValues(func() (string, error) {
-	id, err := age.GenerateX25519Identity()
-	if err != nil {
-		return "", err
-	}
-	return id.String(), nil
-})
-
 func (g Generator) rand() io.Reader {
 	if g.Rand == nil {
 		return cryptorand.Reader
@@ -104,11 +96,12 @@ func (g Generator) rand() io.Reader {
 //   - hex: Length lowercase hex characters (Length/2 random bytes);
 //   - uuid: a UUID version 4, "xxxxxxxx-xxxx-4xxx-[89ab]xxx-xxxxxxxxxxxx";
 //   - age-secret: an age X25519 identity "AGE-SECRET-KEY-1…" from
-//     [age.GenerateX25519Identity]; [AgePublic] gives its recipient.
+//     age.GenerateX25519Identity; [AgePublic] gives its recipient;
+//   - ssh-private: an Ed25519 key in OpenSSH private key format, from
+//     golang.org/x/crypto/ssh; [SSHPublic] gives its public key.
 //
-// random, hex and uuid read g.Rand; age-secret reads crypto/rand, not g.Rand,
-// because the age library generates identities only from crypto/rand and
-// keeps its Bech32 encoding internal (see [Generator]).
+// random, hex and uuid read g.Rand; private keys read crypto/rand, not
+// g.Rand (see [Generator]).
 //
 // It returns an error for any other kind, a length outside the template's
 // range, or a failing Rand (wrapped; random, hex and uuid only).
@@ -135,19 +128,18 @@ func (g Generator) Generate(l Leaf) (string, error) {
 			return "", fmt.Errorf("templating: reading randomness: %w", err)
 		}
 		return u.String(), nil
-	case KindAgeSecret:
+	}
+	if isPrivate(l.Kind) {
+		p := pairOf(l.Kind)
+		gen := p.generate
 		if g.Dry {
-			id, err := dryAgeIdentity()
-			if err != nil {
-				return "", fmt.Errorf("templating: generating an age identity: %w", err)
-			}
-			return id, nil
+			gen = p.dry
 		}
-		id, err := age.GenerateX25519Identity()
+		v, err := gen()
 		if err != nil {
-			return "", fmt.Errorf("templating: generating an age identity: %w", err)
+			return "", fmt.Errorf("templating: generating %s: %w", p.privateTemplate(), err)
 		}
-		return id.String(), nil
+		return v, nil
 	}
 	return "", fmt.Errorf("templating: %s leaves are not generated", l.Kind)
 }
@@ -174,17 +166,6 @@ func randomAlnum(r io.Reader, n int) (string, error) {
 		}
 	}
 	return string(out), nil
-}
-
-// AgePublic returns the age X25519 recipient ("age1…") of an age X25519
-// identity ("AGE-SECRET-KEY-1…"). The error never contains the secret, nor
-// any part of it.
-func AgePublic(secret string) (string, error) {
-	id, err := age.ParseX25519Identity(secret)
-	if err != nil {
-		return "", errors.New("templating: not an age X25519 secret key (AGE-SECRET-KEY-1…)")
-	}
-	return id.Recipient().String(), nil
 }
 
 // Bcrypt returns the bcrypt hash ("$2a$<cost>$…", 60 characters) of src at
@@ -216,16 +197,18 @@ func (g Generator) Bcrypt(src string) (string, error) {
 // is rewritten only when it stops matching):
 //   - bcrypt: stored is a bcrypt hash of source (through g.Cache, under the
 //     slot at, when set); false for a source over 72 bytes;
-//   - age-public: stored is AgePublic(source), source being the secret;
-//     false when source is not an age secret.
+//   - the public key of a key pair: stored is the public key of source
+//     ([AgePublic], [SSHPublic]), source being the private key; false when
+//     source is not a private key of the pair.
 //
 // It returns false for every other kind.
 func (g Generator) Matches(at Slot, l Leaf, stored, source string) bool {
 	switch l.Kind {
 	case KindBcrypt:
 		return g.Cache.matches(at, stored, source, g.Slots)
-	case KindAgePublic:
-		pub, err := AgePublic(source)
+	}
+	if isPublic(l.Kind) {
+		pub, err := pairOf(l.Kind).derive(source)
 		return err == nil && pub == stored
 	}
 	return false

@@ -9,7 +9,8 @@ import (
 type Kind string
 
 // Kinds of leaf. A template's kind is named after its template, except that
-// <age:secret> and <age:public> are two kinds.
+// each key pair (<age:secret> and <age:public>, <ssh:private> and
+// <ssh:public>) is two kinds.
 const (
 	// KindPlain is a plain value: any string that is not exactly one
 	// template (including ""), a number or a boolean. Seeded once, never
@@ -27,6 +28,14 @@ const (
 	// KindAgePublic is <age:public>: the age X25519 recipient ("age1…", 62
 	// characters) of the object's single <age:secret>.
 	KindAgePublic Kind = "age-public"
+	// KindSSHPrivate is <ssh:private>: an Ed25519 key in OpenSSH private key
+	// format, PEM-encoded ("-----BEGIN OPENSSH PRIVATE KEY-----", 387
+	// bytes with the final newline).
+	KindSSHPrivate Kind = "ssh-private"
+	// KindSSHPublic is <ssh:public>: the public key of the object's single
+	// <ssh:private> in authorized_keys format, without comment
+	// ("ssh-ed25519 AAAA…", 80 characters).
+	KindSSHPublic Kind = "ssh-public"
 	// KindBcrypt is <bcrypt:key.path>: the bcrypt hash of another key of the
 	// same object.
 	KindBcrypt Kind = "bcrypt"
@@ -75,24 +84,29 @@ type Leaf struct {
 }
 
 // Generated reports whether the leaf's value is drawn from randomness:
-// random, hex, uuid and age-secret. Only generated keys can be rotated.
+// random, hex, uuid and the private key of a key pair (age-secret,
+// ssh-private). Only generated keys can be rotated.
 func (l Leaf) Generated() bool {
 	switch l.Kind {
-	case KindRandom, KindHex, KindUUID, KindAgeSecret:
+	case KindRandom, KindHex, KindUUID:
 		return true
 	}
-	return false
+	return isPrivate(l.Kind)
 }
 
 // Derived reports whether the leaf's value is computed from another key of
-// the same object: bcrypt (from its Source) and age-public (from the
-// object's age-secret).
+// the same object: bcrypt (from its Source) and the public key of a key
+// pair (from the object's private key of that pair).
 func (l Leaf) Derived() bool {
-	return l.Kind == KindBcrypt || l.Kind == KindAgePublic
+	return l.Kind == KindBcrypt || isPublic(l.Kind)
 }
 
 // templateList names every template, for messages.
-const templateList = "<random:N>, <hex:N>, <uuid>, <age:secret>, <age:public>, <bcrypt:key.path>, <ref:mount/path#key.path>"
+const templateList = "<random:N>, <hex:N>, <uuid>, <age:secret>, <age:public>, <ssh:private>, <ssh:public>, <bcrypt:key.path>, <ref:mount/path#key.path>"
+
+// GeneratedTemplates names the templates whose values are generated, the
+// ones a rotation regenerates, for messages.
+const GeneratedTemplates = "<random:N>, <hex:N>, <uuid>, <age:secret>, <ssh:private>"
 
 // MaxPathLength is the longest path accepted, in bytes; the CRD's rule of
 // spec.path says the same.
@@ -181,14 +195,15 @@ func ParseLeaf(s string) (Leaf, error) {
 			return Leaf{}, errors.New("<uuid> takes no argument")
 		}
 		return Leaf{Kind: KindUUID, Template: s}, nil
-	case "age":
+	case "age", "ssh":
+		p := pairNamed(name)
 		switch {
-		case hasArgs && args == "secret":
-			return Leaf{Kind: KindAgeSecret, Template: s}, nil
-		case hasArgs && args == "public":
-			return Leaf{Kind: KindAgePublic, Template: s}, nil
+		case hasArgs && args == p.privateArg:
+			return Leaf{Kind: p.private, Template: s}, nil
+		case hasArgs && args == p.publicArg:
+			return Leaf{Kind: p.public, Template: s}, nil
 		}
-		return Leaf{}, errors.New("an age template must be <age:secret> or <age:public>")
+		return Leaf{}, errors.New("an " + name + " template must be " + p.privateTemplate() + " or " + p.publicTemplate())
 	case "bcrypt":
 		if !hasArgs || !validKeyPath(args) {
 			return Leaf{}, errors.New("<bcrypt:key.path> needs the dotted key path of another key of the same object (no empty segment)")
@@ -297,7 +312,7 @@ func leadingName(s string) string {
 // knownKind reports whether name is the name of a template kind.
 func knownKind(name string) bool {
 	switch name {
-	case "random", "hex", "uuid", "age", "bcrypt", "ref":
+	case "random", "hex", "uuid", "age", "ssh", "bcrypt", "ref":
 		return true
 	}
 	return false

@@ -220,7 +220,7 @@ func TestValidateInputs(t *testing.T) {
 			name:  "warnings go to stderr and do not fail",
 			stdin: vaultSeed("a", "  path: ohmlab/a\n  data:\n    p: "+secret+"\n  rotate:\n    token: \"1\"\n"),
 			args:  []string{"validate", "-"},
-			want:  result{Code: exitValid, Stderr: "-:vo/a: warning: spec.rotate: rotate has no keys and data declares no generated key (<random:N>, <hex:N>, <uuid>, <age:secret>): a new token regenerates nothing\n"},
+			want:  result{Code: exitValid, Stderr: "-:vo/a: warning: spec.rotate: rotate has no keys and data declares no generated key (<random:N>, <hex:N>, <uuid>, <age:secret>, <ssh:private>): a new token regenerates nothing\n"},
 		},
 		{
 			name:  "a shard label no process can take is a warning, as at kubectl apply",

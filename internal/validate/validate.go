@@ -203,7 +203,7 @@ func rotationWarnings(seed *ohmlabv1alpha1.VaultSeed, a templating.Analysis) []P
 		return nil
 	}
 	return []Problem{{Key: KeyRotate,
-		Message: "rotate has no keys and data declares no generated key (<random:N>, <hex:N>, <uuid>, <age:secret>): a new token regenerates nothing"}}
+		Message: "rotate has no keys and data declares no generated key (" + templating.GeneratedTemplates + "): a new token regenerates nothing"}}
 }
 
 // changeWarnings warns about keys an update changes although the controller
