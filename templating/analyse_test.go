@@ -176,7 +176,6 @@ func TestAnalyseProblems(t *testing.T) {
 		{name: "malformed random", data: m{"a": "<random:x>"}, want: []Problem{spec("a", errRandom)}},
 		{name: "malformed hex", data: m{"a": m{"b": "<hex:7>"}}, want: []Problem{spec("a.b", errHex)}},
 		{name: "malformed uuid", data: m{"a": "<uuid:4>"}, want: []Problem{spec("a", errUUID)}},
-		{name: "malformed age", data: m{"a": "<age:private>"}, want: []Problem{spec("a", errAge)}},
 		{name: "malformed bcrypt", data: m{"a": "<bcrypt:>"}, want: []Problem{spec("a", errBcrypt)}},
 		{name: "malformed ref", data: m{"a": "<ref:m/p#>"}, want: []Problem{spec("a", errRef)}},
 		{name: "unknown kind", data: m{"a": "<foo:1>"}, want: []Problem{spec("a", errUnknown)}},
@@ -186,10 +185,8 @@ func TestAnalyseProblems(t *testing.T) {
 		{name: "bcrypt of a map", data: m{"h": "<bcrypt:admin>", "admin": m{"pw": "x"}}, want: []Problem{spec("h", "<bcrypt:admin> hashes admin, which is a map, not a leaf")}},
 		{name: "bcrypt of a bcrypt", data: m{"pw": "x", "h1": "<bcrypt:pw>", "h2": "<bcrypt:h1>"}, want: []Problem{spec("h2", "<bcrypt:h1> hashes h1, which is itself derived (<bcrypt:pw>): hash the key it derives from")}},
 		{name: "bcrypt of itself", data: m{"h": "<bcrypt:h>"}, want: []Problem{spec("h", "<bcrypt:h> hashes h, which is itself derived (<bcrypt:h>): hash the key it derives from")}},
-		{name: "bcrypt of an age public", data: m{"s": "<age:secret>", "p": "<age:public>", "h": "<bcrypt:p>"}, want: []Problem{spec("h", "<bcrypt:p> hashes p, which is itself derived (<age:public>): hash the key it derives from")}},
 		{name: "bcrypt of random:73", data: m{"pw": "<random:73>", "h": "<bcrypt:pw>"}, want: []Problem{spec("h", "<bcrypt:pw> hashes pw, which is longer than 72 bytes, the most bcrypt accepts")}},
 		{name: "bcrypt of hex:74", data: m{"pw": "<hex:74>", "h": "<bcrypt:pw>"}, want: []Problem{spec("h", "<bcrypt:pw> hashes pw, which is longer than 72 bytes, the most bcrypt accepts")}},
-		{name: "bcrypt of age secret", data: m{"pw": "<age:secret>", "h": "<bcrypt:pw>"}, want: []Problem{spec("h", "<bcrypt:pw> hashes pw, which is longer than 72 bytes, the most bcrypt accepts")}},
 		{name: "bcrypt of a long plain value", data: m{"pw": long, "h": "<bcrypt:pw>"}, want: []Problem{spec("h", "<bcrypt:pw> hashes pw, which is longer than 72 bytes, the most bcrypt accepts")}},
 		{name: "bcrypt of a copy of random:100", data: m{"pw": "<random:100>", "c": "<ref:m/own#pw>", "h": "<bcrypt:c>"}, want: []Problem{spec("h", "<bcrypt:c> hashes c, which is longer than 72 bytes, the most bcrypt accepts")}},
 		{name: "bcrypt of a copy of a malformed key: one problem", data: m{"b": "<random:0>", "c": "<ref:m/own#b>", "h": "<bcrypt:c>"}, want: []Problem{spec("b", errRandom)}},
@@ -200,19 +197,7 @@ func TestAnalyseProblems(t *testing.T) {
 			"h1": "<bcrypt:r>", "h2": "<bcrypt:x>", "h3": "<bcrypt:u>", "h4": "<bcrypt:ref>", "h5": "<bcrypt:n>", "h6": "<bcrypt:p>"}},
 		{name: "bcrypt of a placeholder: fine (Fill waits for it)", data: m{"pw": "", "h": "<bcrypt:pw>"}},
 
-		// age pairs.
-		{name: "age public without secret", data: m{"p": "<age:public>"}, want: []Problem{spec("p", "<age:public> needs an <age:secret> in the same object")}},
-		{name: "age public with two secrets", data: m{"p": "<age:public>", "s1": "<age:secret>", "s2": "<age:secret>"}, want: []Problem{
-			spec("p", "<age:public> needs exactly one <age:secret> in the same object, found 2 (s1, s2)"),
-			spec("s1", "an object holds at most one <age:secret>, found 2 (s1, s2)"),
-			spec("s2", "an object holds at most one <age:secret>, found 2 (s1, s2)"),
-		}},
-		{name: "two secrets", data: m{"s1": "<age:secret>", "a": m{"s2": "<age:secret>"}}, want: []Problem{
-			spec("a.s2", "an object holds at most one <age:secret>, found 2 (a.s2, s1)"),
-			spec("s1", "an object holds at most one <age:secret>, found 2 (a.s2, s1)"),
-		}},
-		{name: "one secret, two publics: fine", data: m{"s": "<age:secret>", "p1": "<age:public>", "p2": "<age:public>"}},
-		{name: "secret alone: fine", data: m{"s": "<age:secret>"}},
+		// Key pairs: TestKeyPairAnalyse.
 
 		// References to the own path.
 		{name: "self ref to a missing key", data: m{"a": "<ref:m/own#b>"}, want: []Problem{spec("a", `<ref:m/own#b> copies b, which data does not declare (a key filled by hand is declared as "")`)}},
@@ -241,7 +226,6 @@ func TestAnalyseProblems(t *testing.T) {
 		{name: "rotation of a placeholder", data: m{"a": ""}, rotate: &Rotate{Token: "t", Keys: []string{"a"}}, want: []Problem{rot("a", "rotate.keys names a, which is a plain value, not generated: only <random:N>, <hex:N>, <uuid>, <age:secret>, <ssh:private> rotate")}},
 		{name: "rotation of a ref", data: m{"a": "<ref:m/o#k>"}, rotate: &Rotate{Token: "t", Keys: []string{"a"}}, want: []Problem{rot("a", "rotate.keys names a, which is <ref:m/o#k>, not generated: only <random:N>, <hex:N>, <uuid>, <age:secret>, <ssh:private> rotate")}},
 		{name: "rotation of a bcrypt", data: m{"p": "x", "a": "<bcrypt:p>"}, rotate: &Rotate{Token: "t", Keys: []string{"a"}}, want: []Problem{rot("a", "rotate.keys names a, which is <bcrypt:p>, not generated: only <random:N>, <hex:N>, <uuid>, <age:secret>, <ssh:private> rotate")}},
-		{name: "rotation of an age public", data: m{"s": "<age:secret>", "a": "<age:public>"}, rotate: &Rotate{Token: "t", Keys: []string{"a"}}, want: []Problem{rot("a", "rotate.keys names an <age:public>: list its <age:secret> instead, the pair rotates together")}},
 		{name: "rotation of a malformed key: one problem", data: m{"a": "<random:0>"}, rotate: &Rotate{Token: "t", Keys: []string{"a"}}, want: []Problem{spec("a", errRandom)}},
 
 		// Everything at once, sorted by key.
@@ -332,7 +316,6 @@ func TestAnalyseRotationKeys(t *testing.T) {
 		{name: "every generated key", rotate: &Rotate{Token: "t"}, want: []string{"a.h", "r", "s", "u"}},
 		{name: "listed keys, sorted", rotate: &Rotate{Token: "t", Keys: []string{"u", "a.h"}}, want: []string{"a.h", "u"}},
 		{name: "duplicates once", rotate: &Rotate{Token: "t", Keys: []string{"r", "r"}}, want: []string{"r"}},
-		{name: "the age pair through its secret", rotate: &Rotate{Token: "t", Keys: []string{"s"}}, want: []string{"s"}},
 		{name: "invalid keys left out", rotate: &Rotate{Token: "t", Keys: []string{"x", "r", "nope"}}, want: []string{"r"}},
 	}
 	for _, tt := range tests {

@@ -1,7 +1,7 @@
 // Package templating is the template language of VaultSeed's spec.data: it
 // parses leaves, analyses one object and a set of objects, and generates and
-// derives values from an injected randomness source (age secrets and bcrypt
-// salts: crypto/rand, see [Generator]).
+// derives values from an injected randomness source (private keys and
+// bcrypt salts: crypto/rand, see [Generator]).
 //
 // It is pure: no Kubernetes, no Vault, and it imports nothing else of this
 // module, so the reconciler, the admission webhook and the `ohmlab validate`
@@ -12,8 +12,10 @@
 //
 //   - A leaf of spec.data is a plain value (string, number, boolean) or a
 //     string that is exactly one template: <random:N>, <hex:N>, <uuid>,
-//     <age:secret>, <age:public>, <bcrypt:key.path> or
-//     <ref:mount/path#key.path> ([ParseLeaf]).
+//     <age:secret>, <age:public>, <ssh:private>, <ssh:public>,
+//     <bcrypt:key.path> or <ref:mount/path#key.path> ([ParseLeaf]).
+//   - The two keys of a key pair (age, ssh) always belong together: their
+//     rules are written once, over the table in keypair.go.
 //   - [Analyse] finds every problem of one object at once; [AnalyseSet] finds
 //     the problems between objects (duplicate paths and names, reference
 //     cycles).

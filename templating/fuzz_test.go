@@ -16,6 +16,7 @@ func FuzzParseLeaf(f *testing.F) {
 	for _, s := range []string{
 		"", "x", "<", ">", "<>", "<<>>", "<random:24>", "<random:0>", "<random:4097>", "<random:x>",
 		"<hex:64>", "<hex:7>", "<uuid>", "<uuid:4>", "<age:secret>", "<age:public>", "<age:private>",
+		"<ssh:private>", "<ssh:public>", "<ssh:secret>", "<ssh:public:me@host>", "<ssh>",
 		"<bcrypt:admin.password>", "<bcrypt:>", "<bcrypt:a..b>", "<ref:m/p#k.l>", "<ref:path-without-key>",
 		"<ref:onlymount#k>", "<foo:1>", "<Random:8>", "a<random:8>", "<random:8><hex:2>", "<ref:m/p#k#x>",
 		"<random:99999999999999999999>", "<\x00:1>", "<ünïcode:1>",
@@ -24,7 +25,7 @@ func FuzzParseLeaf(f *testing.F) {
 	} {
 		f.Add(s)
 	}
-	known := []string{errRandom, errHex, errUUID, errAge, errBcrypt, errRef, errRefPath, errUnknown}
+	known := []string{errRandom, errHex, errUUID, errAge, errSSH, errBcrypt, errRef, errRefPath, errUnknown}
 	f.Fuzz(func(t *testing.T, s string) {
 		l, err := ParseLeaf(s)
 		if err != nil {
@@ -109,6 +110,8 @@ func FuzzValidPath(f *testing.F) {
 func FuzzAnalyse(f *testing.F) {
 	f.Add(`{"admin":{"username":"admin","password":"<random:24>","passwordHashed":"<bcrypt:admin.password>"},"webhook":""}`, "ohmlab/platforms/p/core/keycloak", "admin.password")
 	f.Add(`{"s":"<age:secret>","p":"<age:public>","x":"<ref:m/o#k>","c":"<ref:m/own#s>"}`, "m/own", "")
+	f.Add(`{"k":{"private":"<ssh:private>","public":"<ssh:public>"},"s":"<age:secret>","p":"<age:public>","c":"<ref:m/own#k.public>"}`, "m/own", "k.private,s")
+	f.Add(`{"a":"<ssh:public>","b":"<ssh:private>","c":"<ssh:private>","h":"<bcrypt:b>"}`, "m/own", "a")
 	f.Add(`{"a":"<ref:m/own#b>","b":"<ref:m/own#a>","h":"<bcrypt:h>","n":null,"l":[1],"a.b":1,"":true}`, "m/own", "a,b,,n")
 	f.Add(`{"pw":"","h":"<bcrypt:pw>","k":{"x":1.5,"y":12345678901234567890}}`, "m", "pw")
 	f.Add(`{"a":{"b":{"c":{"d":"<hex:8>"}}},"e":"<uuid>","f":"<foo:1>"}`, "m/own", "a.b.c.d,e")

@@ -12,6 +12,7 @@ const (
 	errHex     = "<hex:N> needs an even decimal length N from 2 to 4096"
 	errUUID    = "<uuid> takes no argument"
 	errAge     = "an age template must be <age:secret> or <age:public>"
+	errSSH     = "an ssh template must be <ssh:private> or <ssh:public>"
 	errBcrypt  = "<bcrypt:key.path> needs the dotted key path of another key of the same object (no empty segment)"
 	errRef     = "<ref:mount/path#key.path> needs a path, then '#', then a dotted key path (no empty segment)"
 	errPath    = "spec.path must be <mount>/<path>: two or more segments of letters, digits, '.', '_' and '-', separated by '/' (no segment '.' or '..', at most 512 characters)"
@@ -53,6 +54,8 @@ func TestParseLeaf(t *testing.T) {
 		{name: "uuid", in: "<uuid>", want: Leaf{Kind: KindUUID, Template: "<uuid>"}},
 		{name: "age secret", in: "<age:secret>", want: Leaf{Kind: KindAgeSecret, Template: "<age:secret>"}},
 		{name: "age public", in: "<age:public>", want: Leaf{Kind: KindAgePublic, Template: "<age:public>"}},
+		{name: "ssh private", in: "<ssh:private>", want: Leaf{Kind: KindSSHPrivate, Template: "<ssh:private>"}},
+		{name: "ssh public", in: "<ssh:public>", want: Leaf{Kind: KindSSHPublic, Template: "<ssh:public>"}},
 		{name: "bcrypt", in: "<bcrypt:admin.password>", want: Leaf{Kind: KindBcrypt, Template: "<bcrypt:admin.password>", Source: "admin.password"}},
 		{name: "bcrypt top key", in: "<bcrypt:pw>", want: Leaf{Kind: KindBcrypt, Template: "<bcrypt:pw>", Source: "pw"}},
 		{name: "ref", in: "<ref:ohmlab/platforms/p/core/keycloak#admin.password>", want: Leaf{Kind: KindRef, Template: "<ref:ohmlab/platforms/p/core/keycloak#admin.password>", Ref: Ref{Path: "ohmlab/platforms/p/core/keycloak", Key: "admin.password"}}},
@@ -78,6 +81,11 @@ func TestParseLeaf(t *testing.T) {
 		{name: "age no argument", in: "<age>", wantErr: errAge},
 		{name: "age empty argument", in: "<age:>", wantErr: errAge},
 		{name: "age wrong case", in: "<age:Secret>", wantErr: errAge},
+		{name: "ssh secret", in: "<ssh:secret>", wantErr: errSSH},
+		{name: "ssh no argument", in: "<ssh>", wantErr: errSSH},
+		{name: "ssh empty argument", in: "<ssh:>", wantErr: errSSH},
+		{name: "ssh wrong case", in: "<ssh:Private>", wantErr: errSSH},
+		{name: "ssh with a comment", in: "<ssh:public:me@host>", wantErr: errSSH},
 		{name: "bcrypt empty", in: "<bcrypt:>", wantErr: errBcrypt},
 		{name: "bcrypt no argument", in: "<bcrypt>", wantErr: errBcrypt},
 		{name: "bcrypt empty segment", in: "<bcrypt:a..b>", wantErr: errBcrypt},
@@ -131,6 +139,8 @@ func TestLeafKinds(t *testing.T) {
 		{name: "uuid", in: "<uuid>", generated: true, wantKind: KindUUID, wantKindValue: "uuid"},
 		{name: "age secret", in: "<age:secret>", generated: true, wantKind: KindAgeSecret, wantKindValue: "age-secret"},
 		{name: "age public", in: "<age:public>", derived: true, wantKind: KindAgePublic, wantKindValue: "age-public"},
+		{name: "ssh private", in: "<ssh:private>", generated: true, wantKind: KindSSHPrivate, wantKindValue: "ssh-private"},
+		{name: "ssh public", in: "<ssh:public>", derived: true, wantKind: KindSSHPublic, wantKindValue: "ssh-public"},
 		{name: "bcrypt", in: "<bcrypt:a>", derived: true, wantKind: KindBcrypt, wantKindValue: "bcrypt"},
 		{name: "ref", in: "<ref:a/b#c>", wantKind: KindRef, wantKindValue: "ref"},
 	}

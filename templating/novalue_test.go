@@ -15,6 +15,11 @@ func assertNoSecret(t *testing.T, what, msg string) {
 	}
 }
 
+// sshPEM is s where an OpenSSH private key's base64 would be.
+func sshPEM(s string) string {
+	return "-----BEGIN OPENSSH PRIVATE KEY-----\n" + s + "\n-----END OPENSSH PRIVATE KEY-----\n"
+}
+
 func TestNoValueInProblems(t *testing.T) {
 	type m = map[string]any
 	long := secret + strings.Repeat("x", 72)
@@ -27,6 +32,7 @@ func TestNoValueInProblems(t *testing.T) {
 			"badHex":   "<hex:" + secret + ">",
 			"badUUID":  "<uuid:" + secret + ">",
 			"badAge":   "<age:" + secret + ">",
+			"badSSH":   "<ssh:" + secret + ">",
 			"badBc":    "<bcrypt:" + secret + "..x>",
 			"badRef":   "<ref:" + secret + ">",
 			"unknown":  "<" + secret + ">",
@@ -36,6 +42,7 @@ func TestNoValueInProblems(t *testing.T) {
 			"list":     []any{secret},
 			"other":    map[string]string{"k": secret},
 			"pub":      "<age:public>",
+			"sshPub":   "<ssh:public>",
 			"nested":   m{"x.y": m{"z": "<random:" + secret + ">"}},
 			"rotated":  secret,
 		}, Rotate: &Rotate{Keys: []string{"rotated", "plain"}}},
@@ -74,13 +81,17 @@ func TestNoValueInErrors(t *testing.T) {
 		}
 		errs = append(errs, err)
 	}
-	for _, s := range []string{"<random:" + secret + ">", "<" + secret + ">", "<ref:" + secret + ">", "<bcrypt:" + secret + "..>", "<age:" + secret + ">", "<uuid:" + secret + ">", "<hex:" + secret + ">"} {
+	for _, s := range []string{"<random:" + secret + ">", "<" + secret + ">", "<ref:" + secret + ">", "<bcrypt:" + secret + "..>", "<age:" + secret + ">", "<ssh:" + secret + ">", "<uuid:" + secret + ">", "<hex:" + secret + ">"} {
 		_, err := ParseLeaf(s)
 		add(err)
 	}
 	_, err := AgePublic(secret)
 	add(err)
 	_, err = AgePublic("AGE-SECRET-KEY-1" + strings.ToUpper(secret))
+	add(err)
+	_, err = SSHPublic(secret)
+	add(err)
+	_, err = SSHPublic(sshPEM(secret))
 	add(err)
 	_, err = g.Bcrypt(strings.Repeat(secret, 5))
 	add(err)
@@ -100,6 +111,7 @@ func TestNoValueInErrors(t *testing.T) {
 	}
 	fill(m{"pw": "", "h": "<bcrypt:pw>"}, m{"pw": strings.Repeat(secret, 5)})
 	fill(m{"s": "<age:secret>", "p": "<age:public>"}, m{"s": "AGE-SECRET-KEY-1" + secret})
+	fill(m{"s": "<ssh:private>", "p": "<ssh:public>"}, m{"s": sshPEM(secret)})
 	fill(m{"admin": m{"user": "x"}}, m{"admin": secret})
 	fill(m{"admin": "x"}, m{"admin.k": secret})
 	fill(m{"pw": "", "h": "<bcrypt:pw>"}, nil)
