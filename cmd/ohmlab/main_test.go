@@ -217,6 +217,21 @@ func TestValidateInputs(t *testing.T) {
 				"-:vo/g: metadata: cannot be read as a VaultSeed: parsing time \"yesterday\" as \"2006-01-02T15:04:05Z07:00\": cannot parse \"yesterday\" as \"2006\"\n"},
 		},
 		{
+			name: "an ssh key pair is refused as the age pair is, one message each",
+			stdin: strings.Join([]string{
+				vaultSeed("pub", "  path: ohmlab/pub\n  data:\n    deploy: {public: \"<ssh:public>\"}\n"),
+				vaultSeed("two", "  path: ohmlab/two\n  data:\n    a: \"<ssh:private>\"\n    b: \"<ssh:private>\"\n"),
+				vaultSeed("rot", "  path: ohmlab/rot\n  data:\n    private: \"<ssh:private>\"\n    public: \"<ssh:public>\"\n  rotate: {token: \"1\", keys: [public]}\n"),
+				vaultSeed("age", "  path: ohmlab/age\n  data:\n    public: \"<age:public>\"\n"),
+			}, "---\n"),
+			args: []string{"validate", "-"},
+			want: result{Code: exitInvalid, Stdout: "-:vo/pub: deploy.public: <ssh:public> needs an <ssh:private> in the same object\n" +
+				"-:vo/two: a: an object holds at most one <ssh:private>, found 2 (a, b)\n" +
+				"-:vo/two: b: an object holds at most one <ssh:private>, found 2 (a, b)\n" +
+				"-:vo/rot: public: rotate.keys names an <ssh:public>: list its <ssh:private> instead, the pair rotates together\n" +
+				"-:vo/age: public: <age:public> needs an <age:secret> in the same object\n"},
+		},
+		{
 			name:  "warnings go to stderr and do not fail",
 			stdin: vaultSeed("a", "  path: ohmlab/a\n  data:\n    p: "+secret+"\n  rotate:\n    token: \"1\"\n"),
 			args:  []string{"validate", "-"},
