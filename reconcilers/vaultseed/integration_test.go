@@ -110,11 +110,23 @@ func TestReferencesFollowTheirSource(t *testing.T) {
 	}).WithTimeout(10 * time.Second).Should(Succeed())
 }
 
-// assertNoValueEmitted fails when a value of the path appears in anything
-// the controller emitted: logs, events, status, metrics.
+// privateKeyMarkers are what only a private key holds (the age identity's
+// prefix, the PEM armour of an SSH private key): none is ever emitted.
+// (The refusal of an age secret that does not parse names its prefix, so
+// a test that stores one does not call assertNoValueEmitted.)
+var privateKeyMarkers = []string{"AGE-SECRET-KEY-1", "PRIVATE KEY-----"}
+
+// assertNoValueEmitted fails when a value of the path, or a line of one (a
+// PEM-encoded key), or a private key's marker appears in anything the
+// controller emitted: logs, events, status, metrics.
 func assertNoValueEmitted(t *testing.T, f *fixture, data map[string]any) {
 	t.Helper()
 	emitted := f.emitted()
+	for _, m := range privateKeyMarkers {
+		if strings.Contains(emitted, m) {
+			t.Errorf("the marker of a private key was emitted: %s", m)
+		}
+	}
 	var walk func(v any)
 	walk = func(v any) {
 		switch v := v.(type) {
@@ -123,8 +135,10 @@ func assertNoValueEmitted(t *testing.T, f *fixture, data map[string]any) {
 				walk(x)
 			}
 		case string:
-			if len(v) >= 8 && strings.Contains(emitted, v) {
-				t.Errorf("a value of the path was emitted: %s", regexp.QuoteMeta(v[:3])+"…")
+			for _, s := range append(strings.Split(v, "\n"), v) {
+				if len(s) >= 8 && strings.Contains(emitted, s) {
+					t.Errorf("a value of the path was emitted: %s", regexp.QuoteMeta(s[:3])+"…")
+				}
 			}
 		}
 	}
