@@ -64,7 +64,8 @@ func chachaGen(seed byte) templating.Generator {
 }
 
 // generated is the value constReader(b) gives template: exact for
-// <random:N>, <hex:N> and <uuid>; a fresh one for <age:secret> (crypto/rand).
+// <random:N>, <hex:N> and <uuid>; a fresh one for a private key
+// (crypto/rand).
 func generated(t testing.TB, b byte, template string) string {
 	t.Helper()
 	l, err := templating.ParseLeaf(template)
@@ -87,9 +88,17 @@ func mustBcrypt(t testing.TB, src string) string {
 	return h
 }
 
-func mustAgePublic(t testing.TB, secret string) string {
+// publicKey is the public key of a private key of either key pair.
+func publicKey(private string) (string, error) {
+	if p, err := templating.AgePublic(private); err == nil {
+		return p, nil
+	}
+	return templating.SSHPublic(private)
+}
+
+func mustPublicKey(t testing.TB, private string) string {
 	t.Helper()
-	p, err := templating.AgePublic(secret)
+	p, err := publicKey(private)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,17 +106,17 @@ func mustAgePublic(t testing.TB, secret string) string {
 }
 
 // Markers of an expected Data tree for values that do not come from
-// Generator.Rand (bcrypt salts and age secrets read crypto/rand):
+// Generator.Rand (bcrypt salts and private keys read crypto/rand):
 // normaliseDerived replaces a got value that fits the marker by the marker.
 //
 // hashOf(src): a bcrypt hash of src.
 func hashOf(src string) string { return "bcrypt-of:" + src }
 
-// newAgeSecret(old): a valid age secret other than old.
-func newAgeSecret(old string) string { return "age-secret-other-than:" + old }
+// newPrivateKey(old): a valid private key of a key pair other than old.
+func newPrivateKey(old string) string { return "private-key-other-than:" + old }
 
-// agePublicOf(key): the age public key of the value got holds at key.
-func agePublicOf(key string) string { return "age-public-of:" + key }
+// publicKeyOf(key): the public key of the private key got holds at key.
+func publicKeyOf(key string) string { return "public-key-of:" + key }
 
 func normaliseDerived(got, want map[string]any) {
 	if got == nil || want == nil {
@@ -124,12 +133,12 @@ func normaliseDerived(got, want map[string]any) {
 		switch {
 		case strings.HasPrefix(ws, "bcrypt-of:"):
 			fits = bcrypt.CompareHashAndPassword([]byte(gs), []byte(strings.TrimPrefix(ws, "bcrypt-of:"))) == nil
-		case strings.HasPrefix(ws, "age-secret-other-than:"):
-			_, err := templating.AgePublic(gs)
-			fits = err == nil && gs != strings.TrimPrefix(ws, "age-secret-other-than:")
-		case strings.HasPrefix(ws, "age-public-of:"):
-			src, _ := gf[strings.TrimPrefix(ws, "age-public-of:")].(string)
-			pub, err := templating.AgePublic(src)
+		case strings.HasPrefix(ws, "private-key-other-than:"):
+			_, err := publicKey(gs)
+			fits = err == nil && gs != strings.TrimPrefix(ws, "private-key-other-than:")
+		case strings.HasPrefix(ws, "public-key-of:"):
+			src, _ := gf[strings.TrimPrefix(ws, "public-key-of:")].(string)
+			pub, err := publicKey(src)
 			fits = err == nil && gs == pub
 		}
 		if fits {
@@ -716,14 +725,24 @@ func TestPlan(t *testing.T) {
 	})
 }
 
-func TestPlanAge(t *testing.T) {
-	// age secrets come from crypto/rand, not Generator.Rand: checked by
-	// shape (a valid secret, other than the stored one) and by pairing.
-	oldSecret := generated(t, 0, "<age:secret>")
-	oldPublic := mustAgePublic(t, oldSecret)
-	otherPublic := mustAgePublic(t, generated(t, 0, "<age:secret>"))
-	newPublic := agePublicOf("sops.secret")
-	sops := func() m { return m{"sops": m{"secret": "<age:secret>", "public": "<age:public>"}} }
+// TestPlanKeyPairs runs for each key pair: the pairs share one rule.
+func TestPlanKeyPairs(t *testing.T) {
+	for _, pair := range []struct{ name, private, public string }{
+		{"age", "<age:secret>", "<age:public>"},
+		{"ssh", "<ssh:private>", "<ssh:public>"},
+	} {
+		t.Run(pair.name, func(t *testing.T) { planKeyPair(t, pair.private, pair.public) })
+	}
+}
+
+func planKeyPair(t *testing.T, private, public string) {
+	// Private keys come from crypto/rand, not Generator.Rand: checked by
+	// shape (a valid key, other than the stored one) and by pairing.
+	oldSecret := generated(t, 0, private)
+	oldPublic := mustPublicKey(t, oldSecret)
+	otherPublic := mustPublicKey(t, generated(t, 0, private))
+	newPublic := publicKeyOf("sops.secret")
+	sops := func() m { return m{"sops": m{"secret": private, "public": public}} }
 	keys := []string{"sops.public", "sops.secret"}
 
 	runPlanCases(t, []planCase{
@@ -734,17 +753,17 @@ func TestPlanAge(t *testing.T) {
 			want: Plan{
 				Actions:     []Action{actCreate, create("sops.public"), create("sops.secret")},
 				Mark:        md(ownerKey, testOwner),
-				Data:        m{"sops": m{"secret": newAgeSecret(""), "public": newPublic}},
+				Data:        m{"sops": m{"secret": newPrivateKey(""), "public": newPublic}},
 				ManagedKeys: keys,
 			},
 		},
 		{
-			name: "the age public follows a rotated age secret",
+			name: "the public follows a rotated private key",
 			spec: spec{data: sops(), rotate: &templating.Rotate{Token: "t2", Keys: []string{"sops.secret"}}, managed: keys},
 			path: ours(5, m{"sops": m{"secret": oldSecret, "public": oldPublic}}, tokenKey, "t1"),
 			want: Plan{
 				Actions:     []Action{update("sops.public"), rotate("sops.secret"), actRecordToken},
-				Data:        m{"sops": m{"secret": newAgeSecret(oldSecret), "public": newPublic}},
+				Data:        m{"sops": m{"secret": newPrivateKey(oldSecret), "public": newPublic}},
 				CAS:         5,
 				RecordToken: "t2",
 				ManagedKeys: keys,
@@ -757,7 +776,7 @@ func TestPlanAge(t *testing.T) {
 			want: Plan{CAS: 5, ManagedKeys: keys},
 		},
 		{
-			name: "a hand-edited age public is put back from the stored secret",
+			name: "a hand-edited public is put back from the stored private key",
 			spec: spec{data: sops(), managed: keys},
 			path: ours(5, m{"sops": m{"secret": oldSecret, "public": otherPublic}}),
 			want: Plan{
@@ -768,12 +787,12 @@ func TestPlanAge(t *testing.T) {
 			},
 		},
 		{
-			name: "a hand-deleted age secret comes back and takes a new public with it",
+			name: "a hand-deleted private key comes back and takes a new public with it",
 			spec: spec{data: sops(), managed: keys},
 			path: ours(5, m{"sops": m{"public": oldPublic}}),
 			want: Plan{
 				Actions:     []Action{create("sops.secret"), update("sops.public")},
-				Data:        m{"sops": m{"secret": newAgeSecret(oldSecret), "public": newPublic}},
+				Data:        m{"sops": m{"secret": newPrivateKey(oldSecret), "public": newPublic}},
 				CAS:         5,
 				ManagedKeys: keys,
 			},
