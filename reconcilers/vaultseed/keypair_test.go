@@ -12,8 +12,8 @@ import (
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
 )
 
-// keyPairKind is one kind of key pair template for the real-server tests:
-// the two kinds go through the same steps.
+// keyPairKind is one kind of key pair template: the two kinds go through
+// the same steps (TestPlanKeyPairs, the real-server tests).
 type keyPairKind struct {
 	name            string
 	private, public string // the templates

@@ -727,11 +727,8 @@ func TestPlan(t *testing.T) {
 
 // TestPlanKeyPairs runs for each key pair: the pairs share one rule.
 func TestPlanKeyPairs(t *testing.T) {
-	for _, pair := range []struct{ name, private, public string }{
-		{"age", "<age:secret>", "<age:public>"},
-		{"ssh", "<ssh:private>", "<ssh:public>"},
-	} {
-		t.Run(pair.name, func(t *testing.T) { planKeyPair(t, pair.private, pair.public) })
+	for _, kind := range keyPairKinds {
+		t.Run(kind.name, func(t *testing.T) { planKeyPair(t, kind.private, kind.public) })
 	}
 }
 
