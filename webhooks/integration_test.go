@@ -118,6 +118,7 @@ func TestAdmission(t *testing.T) {
 			data     string
 			rotate   string
 			wantKeys []string
+			want     string // a message the denial holds, when set
 		}{
 			{name: "malformed template", data: "admin:\n  password: \"<random:0>\"", wantKeys: []string{"admin.password"}},
 			{name: "unknown template", data: "admin:\n  password: \"<Random:8>\"", wantKeys: []string{"admin.password"}},
@@ -129,9 +130,12 @@ func TestAdmission(t *testing.T) {
 			{name: "bcrypt of a value longer than 72 bytes", data: "p: \"<random:100>\"\nhash: \"<bcrypt:p>\"", wantKeys: []string{"hash"}},
 			{name: "age public without secret", data: "pub: \"<age:public>\"", wantKeys: []string{"pub"}},
 			{name: "two age secrets", data: "s1: \"<age:secret>\"\ns2: \"<age:secret>\"", wantKeys: []string{"s1", "s2"}},
-			{name: "ssh public without private", data: "pub: \"<ssh:public>\"", wantKeys: []string{"pub"}},
-			{name: "two ssh privates", data: "s1: \"<ssh:private>\"\ns2: \"<ssh:private>\"", wantKeys: []string{"s1", "s2"}},
-			{name: "rotation of the ssh public", data: "s: \"<ssh:private>\"\np: \"<ssh:public>\"", rotate: "token: \"1\"\nkeys: [p]", wantKeys: []string{"p"}},
+			{name: "ssh public without private", data: "pub: \"<ssh:public>\"", wantKeys: []string{"pub"},
+				want: "pub: Invalid value: <ssh:public> needs an <ssh:private> in the same object"},
+			{name: "two ssh privates", data: "s1: \"<ssh:private>\"\ns2: \"<ssh:private>\"", wantKeys: []string{"s1", "s2"},
+				want: "s1: Invalid value: an object holds at most one <ssh:private>, found 2 (s1, s2)"},
+			{name: "rotation of the ssh public", data: "s: \"<ssh:private>\"\np: \"<ssh:public>\"", rotate: "token: \"1\"\nkeys: [p]", wantKeys: []string{"p"},
+				want: "p: Invalid value: rotate.keys names an <ssh:public>: list its <ssh:private> instead, the pair rotates together"},
 			{name: "cycle of keys within the path", data: "a: \"<ref:ohmlab/platforms/test/core/bad#b>\"\nb: \"<ref:ohmlab/platforms/test/core/bad#a>\"", wantKeys: []string{"a", "b"}},
 			{name: "rotation key not declared", data: "p: \"<random:8>\"", rotate: "token: \"1\"\nkeys: [q]", wantKeys: []string{"q"}},
 			{name: "rotation key not generated", data: "p: " + secret, rotate: "token: \"1\"\nkeys: [p]", wantKeys: []string{"p"}},
@@ -153,6 +157,7 @@ func TestAdmission(t *testing.T) {
 				for _, key := range tt.wantKeys {
 					g.Expect(denial).To(ContainSubstring(key + ": Invalid value: "))
 				}
+				g.Expect(denial).To(ContainSubstring(tt.want))
 				g.Expect(denial).NotTo(ContainSubstring(secret))
 			})
 		}
