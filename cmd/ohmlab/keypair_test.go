@@ -33,12 +33,17 @@ func TestPlanKeyPairs(t *testing.T) {
 		t.Fatal(err)
 	}
 	sshPrivate := string(pem.EncodeToMemory(block))
+	pub, err := ssh.NewPublicKey(key.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sshPublic := strings.TrimSuffix(string(ssh.MarshalAuthorizedKey(pub)), "\n")
 	// Both public keys edited by hand: the plan puts them back.
 	put(t, v, "pairs", map[string]any{
 		"age": map[string]any{"secret": id.String(), "public": "age1edited"},
 		"ssh": map[string]any{"private": sshPrivate, "public": "ssh-ed25519 edited"},
 	}, owned("pairs"))
-	put(t, v, "rotated", map[string]any{"ssh": map[string]any{"private": sshPrivate}},
+	put(t, v, "rotated", map[string]any{"ssh": map[string]any{"private": sshPrivate, "public": sshPublic}},
 		map[string]any{ohmlabv1alpha1.OwnerMetadataKey: "vo/rotated", ohmlabv1alpha1.RotationTokenMetadataKey: "t1"})
 	pair := "  data:\n    age:\n      secret: \"<age:secret>\"\n      public: \"<age:public>\"\n    ssh:\n      private: \"<ssh:private>\"\n      public: \"<ssh:public>\"\n"
 	objects := strings.Join([]string{
@@ -54,7 +59,7 @@ func TestPlanKeyPairs(t *testing.T) {
 	p := planPath
 	want := result{Code: planChanges, Stdout: "vo/new " + p("new") + ": 1 create, 4 create-field (age.public, age.secret, ssh.private, ssh.public)\n" +
 		"vo/pairs " + p("pairs") + ": 2 update-field (age.public, ssh.public)\n" +
-		"vo/rotated " + p("rotated") + ": 1 rotate (ssh.private), 1 update-field (ssh.public), 1 record-token\n" +
+		"vo/rotated " + p("rotated") + ": 1 update-field (ssh.public), 1 rotate (ssh.private), 1 record-token\n" +
 		"Plan: 3 objects: 3 with changes (1 create, 4 create-field, 3 update-field, 1 rotate, 1 record-token), 0 would wait, 0 would stall, 0 in sync.\n"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("ohmlab plan (-want +got):\n%s", diff)
