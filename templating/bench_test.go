@@ -18,6 +18,7 @@ func BenchmarkGenerate(b *testing.B) {
 		{"hex-64", Leaf{Kind: KindHex, Length: 64}},
 		{"uuid", Leaf{Kind: KindUUID}},
 		{"age-secret", Leaf{Kind: KindAgeSecret}},
+		{"ssh-private", Leaf{Kind: KindSSHPrivate}},
 	} {
 		b.Run(tt.name, func(b *testing.B) {
 			g := Generator{} // crypto/rand, as in production
@@ -30,11 +31,17 @@ func BenchmarkGenerate(b *testing.B) {
 	}
 }
 
-func BenchmarkAgePublic(b *testing.B) {
-	for b.Loop() {
-		if _, err := AgePublic(seqAgeSecret); err != nil {
-			b.Fatal(err)
-		}
+// BenchmarkPublicKey: what deriving a public key costs at each resync
+// that checks a pair.
+func BenchmarkPublicKey(b *testing.B) {
+	for _, fx := range pairFixtures(b) {
+		b.Run(fx.p.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := fx.p.derive(fx.private); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
