@@ -48,12 +48,12 @@ func (p *keyPair) publicTemplate() string  { return "<" + p.name + ":" + p.publi
 var keyPairs = []*keyPair{
 	{
 		name: "age", private: KindAgeSecret, public: KindAgePublic, privateArg: "secret", publicArg: "public",
-		privateLen: 74, what: "an age X25519 secret key (AGE-SECRET-KEY-1…)",
+		privateLen: 74, what: ageWhat,
 		generate: generateAge, derive: AgePublic, dry: sync.OnceValues(generateAge),
 	},
 	{
 		name: "ssh", private: KindSSHPrivate, public: KindSSHPublic, privateArg: "private", publicArg: "public",
-		privateLen: sshPrivateLen, what: "an SSH private key without a passphrase",
+		privateLen: sshPrivateLen, what: sshWhat,
 		generate: generateSSH, derive: SSHPublic, dry: sync.OnceValues(generateSSH),
 	},
 }
@@ -102,6 +102,12 @@ func privateKeys(a Analysis) map[*keyPair][]string {
 	return out
 }
 
+// What the private key of each pair is, in messages.
+const (
+	ageWhat = "an age X25519 secret key (AGE-SECRET-KEY-1…)"
+	sshWhat = "an SSH private key without a passphrase"
+)
+
 // generateAge draws an age X25519 identity. The age library reads
 // crypto/rand only and keeps its Bech32 encoding internal (see [Generator]).
 func generateAge() (string, error) {
@@ -118,7 +124,7 @@ func generateAge() (string, error) {
 func AgePublic(secret string) (string, error) {
 	id, err := age.ParseX25519Identity(secret)
 	if err != nil {
-		return "", errors.New("templating: not an age X25519 secret key (AGE-SECRET-KEY-1…)")
+		return "", errors.New("templating: not " + ageWhat)
 	}
 	return id.Recipient().String(), nil
 }
@@ -152,7 +158,7 @@ func SSHPublic(private string) (string, error) {
 	signer, err := ssh.ParsePrivateKey([]byte(private))
 	if err != nil {
 		// Not err: its text is the library's, not checked for key material.
-		return "", errors.New("templating: not an SSH private key without a passphrase")
+		return "", errors.New("templating: not " + sshWhat)
 	}
 	return strings.TrimSuffix(string(ssh.MarshalAuthorizedKey(signer.PublicKey())), "\n"), nil
 }
