@@ -195,15 +195,6 @@ func ParseLeaf(s string) (Leaf, error) {
 			return Leaf{}, errors.New("<uuid> takes no argument")
 		}
 		return Leaf{Kind: KindUUID, Template: s}, nil
-	case "age", "ssh":
-		p := pairNamed(name)
-		switch {
-		case hasArgs && args == p.privateArg:
-			return Leaf{Kind: p.private, Template: s}, nil
-		case hasArgs && args == p.publicArg:
-			return Leaf{Kind: p.public, Template: s}, nil
-		}
-		return Leaf{}, errors.New("an " + name + " template must be " + p.privateTemplate() + " or " + p.publicTemplate())
 	case "bcrypt":
 		if !hasArgs || !validKeyPath(args) {
 			return Leaf{}, errors.New("<bcrypt:key.path> needs the dotted key path of another key of the same object (no empty segment)")
@@ -218,6 +209,15 @@ func ParseLeaf(s string) (Leaf, error) {
 			return Leaf{}, errors.New("the path of <ref:mount/path#key.path> " + PathMessage)
 		}
 		return Leaf{Kind: KindRef, Template: s, Ref: Ref{Path: path, Key: key}}, nil
+	}
+	if p := pairNamed(name); p != nil {
+		switch {
+		case hasArgs && args == p.privateArg:
+			return Leaf{Kind: p.private, Template: s}, nil
+		case hasArgs && args == p.publicArg:
+			return Leaf{Kind: p.public, Template: s}, nil
+		}
+		return Leaf{}, errors.New("an " + name + " template must be " + p.privateTemplate() + " or " + p.publicTemplate())
 	}
 	return Leaf{}, errors.New("unknown template kind (templates are lowercase: " + templateList + "); a plain value cannot have the shape <name> or <name:args>")
 }
@@ -312,10 +312,10 @@ func leadingName(s string) string {
 // knownKind reports whether name is the name of a template kind.
 func knownKind(name string) bool {
 	switch name {
-	case "random", "hex", "uuid", "age", "ssh", "bcrypt", "ref":
+	case "random", "hex", "uuid", "bcrypt", "ref":
 		return true
 	}
-	return false
+	return pairNamed(name) != nil
 }
 
 // isTemplateName reports whether name looks like a template kind: a letter,
