@@ -784,6 +784,17 @@ func planKeyPair(t *testing.T, private, public string) {
 			},
 		},
 		{
+			name: "a pair no longer declared is pruned together",
+			spec: spec{data: m{"user": "git"}, prune: true, managed: append([]string{"user"}, keys...)},
+			path: ours(5, m{"user": "git", "sops": m{"secret": oldSecret, "public": oldPublic}}),
+			want: Plan{
+				Actions:     []Action{prune("sops.public"), prune("sops.secret")},
+				Data:        m{"user": "git"},
+				CAS:         5,
+				ManagedKeys: []string{"user"},
+			},
+		},
+		{
 			name: "a hand-deleted private key comes back and takes a new public with it",
 			spec: spec{data: sops(), managed: keys},
 			path: ours(5, m{"sops": m{"public": oldPublic}}),
