@@ -162,12 +162,6 @@ func (r *Reconciler) Reconcile(parent context.Context, req ctrl.Request) (ctrl.R
 	return r.resync(req.NamespacedName, time.Now()), nil
 }
 
-// desired is what the object declares, with the managed keys of its status,
-// or of a status write that failed since (unreported).
-func (r *Reconciler) desired(seed *ohmlabv1alpha1.VaultSeed, analysis templating.Analysis) Desired {
-	return desiredOf(seed, analysis, r.managed(seed))
-}
-
 // desiredOf is what the object declares, with the given managed keys.
 func desiredOf(seed *ohmlabv1alpha1.VaultSeed, analysis templating.Analysis, managed []ohmlabv1alpha1.ManagedKey) Desired {
 	d := Desired{Owner: seeds.Owner(seed), Analysis: analysis, Prune: seed.Spec.Prune}
@@ -194,37 +188,30 @@ func (r *Reconciler) managed(seed *ohmlabv1alpha1.VaultSeed) []ohmlabv1alpha1.Ma
 // sync observes, plans and applies. The error is for failures of the
 // Kubernetes API or of value generation; Vault's answers are outcomes.
 func (r *Reconciler) sync(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed) (outcome, error) {
-	obj, analysis := seeds.Analyse(seed)
-	if len(analysis.Problems) > 0 {
-		return outcome{result: stalledResult(problemsReason(analysis.Problems), problemsMessage(analysis.Problems))}, nil
-	}
-	ring, err := r.cycle(ctx, seed, obj)
-	if err != nil {
-		return outcome{}, err
-	}
-	if ring != "" {
-		return outcome{result: stalledResult(ohmlabv1alpha1.ReasonRefCycle, ring)}, nil
-	}
-	if res, refused := deleteRefused(seed, r.AllowDelete); refused {
-		return outcome{result: res}, nil
-	}
-	desired := r.desired(seed, analysis)
 	gen := r.Generator
 	gen.Dry = r.ObserveOnly
+	in := planInput{
+		kv:          r.sources.reader(r.KV, seed.Spec.Path, func() bool { return r.referenced(ctx, seed.Spec.Path) }, func() { r.notifyDependents(ctx, seed.Spec.Path) }),
+		ring:        func(obj templating.Object) (string, error) { return r.cycle(ctx, seed, obj) },
+		managed:     func() []ohmlabv1alpha1.ManagedKey { return r.managed(seed) },
+		landed:      func(path *vaultkv.Secret) bool { return r.landed(ctx, seed, path) },
+		allowDelete: r.AllowDelete,
+		gen:         gen,
+	}
 	for range maxCASAttempts {
-		observed, err := observeVault(ctx, r.sources.reader(r.KV, seed.Spec.Path, func() bool { return r.referenced(ctx, seed.Spec.Path) }, func() { r.notifyDependents(ctx, seed.Spec.Path) }), seed.Spec.Path, analysis.RefPaths, desired)
-		if err != nil {
-			return backendOutcome(err), nil
-		}
-		if r.landed(ctx, seed, observed.Path) {
-			desired = r.desired(seed, analysis)
-		}
-		p, err := plan(desired, observed, gen)
-		if err != nil {
+		pl, err := observePlan(ctx, seed, in)
+		var read readError
+		switch {
+		case errors.As(err, &read):
+			return backendOutcome(read.err), nil
+		case err != nil:
 			return outcome{}, err
+		case pl.stop != nil:
+			return outcome{result: *pl.stop}, nil
 		}
+		p := pl.plan
 		if r.ObserveOnly {
-			return observeOnlyOutcome(p, observed.Path.Version), nil
+			return observeOnlyOutcome(p, pl.observed.Path.Version), nil
 		}
 		applied, version, err := r.apply(ctx, seed, p)
 		if errors.Is(err, vaultkv.ErrCASMismatch) {
