@@ -28,22 +28,23 @@ type PreviewOptions struct {
 type Preview struct {
 	Namespace, Name, Path string
 	// Drifted is the Drifted condition a reconcile in observe-only mode
-	// would set: True with the plan's summary as message, False when a
-	// real run changes nothing, Unknown when the object waits or stalls,
-	// with the reason (RefPending, OwnedByAnother, PathDeleted, InvalidSpec,
-	// InvalidRotation, RefCycle, Forbidden) and its message.
+	// would set: True with the plan's summary as message (for an object
+	// that waits or stalls on some keys, followed by why: heldSummary),
+	// False when a real run changes nothing, Unknown when the object waits
+	// or stalls and would write nothing, with the reason (RefPending,
+	// OwnedByAnother, PathDeleted, InvalidSpec, InvalidRotation, RefCycle,
+	// Forbidden) and its message.
 	Drifted metav1.Condition
-	// Stalled tells, for Drifted Unknown, a stall (checked again at each
-	// resync) from a wait (retried with backoff).
-	Stalled bool
-	// Actions are the planned changes: when Drifted is True, and also for
-	// an object that waits or stalls on some keys while a real run would
-	// still write the others (issue 12: a stall on one key does not freeze
-	// the path).
+	// Stalled and Waits say that a real run would stall (checked again at
+	// each resync) or wait (retried with backoff), whether or not it still
+	// writes some keys.
+	Stalled, Waits bool
+	// Actions are the planned changes: when Drifted is True, including
+	// for an object that waits or stalls on some keys while a real run
+	// would still write the others (issue 12: a stall on one key does not
+	// freeze the path).
 	Actions []Action
-	// Writes sums Actions for an object that waits or stalls ("" when a
-	// real run would write nothing); for Drifted True it is Drifted's
-	// message.
+	// Writes sums Actions ("" when a real run would write nothing).
 	Writes string
 	// After names the objects of the input ("<namespace>/<name>") whose
 	// planned data writes this plan read: its references were resolved
@@ -128,7 +129,7 @@ func previewOne(ctx context.Context, ov *overlay, gen templating.Generator, seed
 func previewOf(seed *ohmlabv1alpha1.VaultSeed, out outcome, after []string) Preview {
 	var st ohmlabv1alpha1.VaultSeedStatus
 	out.apply(&st, seed.Generation, true)
-	pv := Preview{Namespace: seed.Namespace, Name: seed.Name, Path: seed.Spec.Path, Stalled: out.stalled, After: after}
+	pv := Preview{Namespace: seed.Namespace, Name: seed.Name, Path: seed.Spec.Path, Stalled: out.stalled, Waits: out.reconciling, After: after}
 	if c := meta.FindStatusCondition(st.Conditions, ohmlabv1alpha1.ConditionDrifted); c != nil {
 		pv.Drifted = *c
 	}

@@ -296,12 +296,22 @@ func planResult(p Plan, version int) (result, bool) {
 }
 
 // observeOnlyOutcome reports what a real run would do. A plan that waits or
-// stops is no plan: Drifted is Unknown with its reason and no planned
-// change is reported (issue 12: observe-only never reports stale plans).
+// stops keeps a real run's Ready, Reconciling and Stalled, so Argo CD and
+// kstatus read it as they would a real run's. When it still writes some keys
+// (a stall on one key does not freeze the path, issue 12), Drifted is True
+// and says what, then why the rest waits, and the planned changes count them
+// (issue 23, item 5: the migration's Shadow step sees them); when it writes
+// nothing, Drifted is Unknown with its reason and no planned change is
+// reported (issue 12: observe-only never reports stale plans).
 func observeOnlyOutcome(p Plan, version int) outcome {
 	if p.Outcome != OutcomeApply {
 		res, backoff := planResult(p, version)
-		return outcome{result: res, backoff: backoff, version: version}
+		out := outcome{result: res, backoff: backoff, version: version}
+		if !p.Empty() {
+			yes := true
+			out.drifted, out.driftMessage, out.plan = &yes, heldSummary(p), &p
+		}
+		return out
 	}
 	if p.Empty() {
 		no := false
@@ -313,6 +323,18 @@ func observeOnlyOutcome(p Plan, version int) outcome {
 	summary := p.Summary()
 	return outcome{result: result{reason: ohmlabv1alpha1.ReasonObserveOnly, message: "observe-only: a real run would make " + summary,
 		drifted: &yes, driftMessage: summary, finished: true}, plan: &p, version: version}
+}
+
+// heldSummary is the Drifted message of a plan that writes some keys and
+// holds the others back: the summary, then the wait or the stall, for
+// example "1 create-field (b); the rest waits: RefPending: waiting for
+// ohmlab/x#k (path missing)".
+func heldSummary(p Plan) string {
+	rest := "the rest waits"
+	if p.Outcome == OutcomeStop {
+		rest = "the rest stalls"
+	}
+	return fmt.Sprintf("%s; %s: %s: %s", p.Summary(), rest, p.Reason, p.Message)
 }
 
 // KVReader is the part of vaultkv.KV that observing needs: reads only
