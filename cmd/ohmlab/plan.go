@@ -38,10 +38,15 @@ the form of the Drifted condition:
 
   <namespace>/<name> <path>: 1 adopt, 1 create-field (webhook)
 
+An object that holds some keys back while a real run still writes the others
+says why after its changes, as its Drifted condition does:
+
+  <namespace>/<name> <path>: 1 create-field (b); the rest waits: RefPending: ...
+
 then the objects that would wait (RefPending) or stall (OwnedByAnother,
-PathDeleted, InvalidSpec, Forbidden...) with their reason and what a real run
-would still write around the keys it holds back ("; would still write: ..."),
-and a total line. Values never appear, not even those of plain keys.
+PathDeleted, InvalidSpec, Forbidden...) and write nothing, with their reason,
+and a total line, where an object that writes and waits (or stalls) counts
+in both. Values never appear, not even those of plain keys.
 
 An object with prune: true and no status.managedKeys (a rendered chart) plans
 no prune, and standard error says so: plan the live objects
@@ -189,14 +194,17 @@ func runPlan(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		Total: planTotal{Objects: len(previews), Actions: map[string]int{}}}
 	for i, p := range previews {
 		rep.Objects[i] = planObjectOf(p)
-		switch rep.Objects[i].State {
-		case stateChanges:
+		// An object that would still write around keys it holds back
+		// counts with the changes and with the waits or stalls.
+		if p.Changes() {
 			rep.Total.Changes++
+		}
+		switch rep.Objects[i].State {
 		case stateWaits:
 			rep.Total.Waits++
 		case stateStalls:
 			rep.Total.Stalls++
-		default:
+		case stateInSync:
 			rep.Total.InSync++
 		}
 		for _, a := range p.Actions {
@@ -267,30 +275,31 @@ func planClient(tokenFile string, timeout time.Duration) (*vaultkv.Client, error
 func planObjectOf(p vaultseed.Preview) planObject {
 	o := planObject{Namespace: p.Namespace, Name: p.Name, Path: p.Path, Reason: p.Drifted.Reason, Message: p.Drifted.Message,
 		Actions: make([]planAction, len(p.Actions)), After: p.After}
-	if !p.Changes() {
-		o.Writes = p.Writes
-	}
 	for i, a := range p.Actions {
 		o.Actions[i] = planAction{Action: a.Name, Key: a.Key}
 	}
 	switch {
-	case p.Changes():
-		o.State = stateChanges
-	case p.Drifted.Reason == ohmlabv1alpha1.ReasonInSync:
-		o.State = stateInSync
 	case p.Stalled:
 		o.State = stateStalls
-	default:
+	case p.Waits:
 		o.State = stateWaits
+	case p.Changes():
+		o.State = stateChanges
+	default:
+		o.State = stateInSync
+	}
+	if o.State != stateChanges {
+		o.Writes = p.Writes
 	}
 	return o
 }
 
-// printPlan prints the objects with changes, then those that would wait or
-// stall, then the total line.
+// printPlan prints the objects with changes, in the words of their Drifted
+// condition, then those that would wait or stall and write nothing, then the
+// total line.
 func printPlan(w io.Writer, rep planReport) {
 	for _, o := range rep.Objects {
-		if o.State != stateChanges {
+		if len(o.Actions) == 0 {
 			continue
 		}
 		line := fmt.Sprintf("%s/%s %s: %s", o.Namespace, o.Name, o.Path, o.Message)
@@ -300,19 +309,15 @@ func printPlan(w io.Writer, rep planReport) {
 		fmt.Fprintln(w, line)
 	}
 	for _, o := range rep.Objects {
-		var line string
-		switch o.State {
-		case stateWaits:
-			line = fmt.Sprintf("%s/%s %s: would wait: %s: %s", o.Namespace, o.Name, o.Path, o.Reason, o.Message)
-		case stateStalls:
-			line = fmt.Sprintf("%s/%s %s: would stall: %s: %s", o.Namespace, o.Name, o.Path, o.Reason, o.Message)
-		default:
+		if len(o.Actions) > 0 {
 			continue
 		}
-		if o.Writes != "" {
-			line += "; would still write: " + o.Writes
+		switch o.State {
+		case stateWaits:
+			fmt.Fprintf(w, "%s/%s %s: would wait: %s: %s\n", o.Namespace, o.Name, o.Path, o.Reason, o.Message)
+		case stateStalls:
+			fmt.Fprintf(w, "%s/%s %s: would stall: %s: %s\n", o.Namespace, o.Name, o.Path, o.Reason, o.Message)
 		}
-		fmt.Fprintln(w, line)
 	}
 	t := rep.Total
 	noun := "objects"
@@ -329,8 +334,7 @@ func printPlan(w io.Writer, rep planReport) {
 // actionTotals lists the action counts in the planner's order.
 func actionTotals(counts map[string]int) string {
 	var parts []string
-	for _, name := range []string{vaultseed.ActionCreate, vaultseed.ActionAdopt, vaultseed.ActionCreateField, vaultseed.ActionUpdateField,
-		vaultseed.ActionDeleteField, vaultseed.ActionRotate, vaultseed.ActionRecordToken, vaultseed.ActionDelete} {
+	for _, name := range vaultseed.ActionOrder() {
 		if n := counts[name]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, name))
 		}

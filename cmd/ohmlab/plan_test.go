@@ -78,7 +78,7 @@ func snapshot(t *testing.T, v *harness.Vault) map[string]any {
 
 // Every value the tests write to Vault: none may appear in plan's output.
 var planValues = []string{"adopt-user-typed", "adopt-webhook-typed", "update-password-typed", "not-a-bcrypt-hash",
-	"prune-keep-typed", "prune-keep-edited", "prune-old-typed", "rotate-password-typed", "owned-typed", "deleted-typed", "insync-typed", "src-typed"}
+	"prune-keep-typed", "prune-keep-edited", "prune-old-typed", "rotate-password-typed", "owned-typed", "deleted-typed", "insync-typed", "src-typed", "waiting-copy-typed"}
 
 // seedEveryAction writes the paths of planObjects: one object per action
 // kind and per reason to wait or stall.
@@ -97,6 +97,9 @@ func seedEveryAction(t *testing.T, v *harness.Vault) {
 		t.Fatal(err)
 	}
 	put(t, v, "insync", map[string]any{"a": "insync-typed"}, owned("insync"))
+	// A copy that exists while its source is missing: the rest of the path
+	// is still maintained.
+	put(t, v, "waiting", map[string]any{"copy": "waiting-copy-typed"}, owned("waiting"))
 }
 
 // planObjects are the objects of seedEveryAction, as a rendered chart (and
@@ -112,6 +115,7 @@ var planObjects = strings.Join([]string{
 	vaultSeed("pending", "  path: "+planPath("pending")+"\n  data:\n    copy: \"<ref:"+planPath("nowhere")+"#k>\"\n"),
 	vaultSeed("insync", "  path: "+planPath("insync")+"\n  data:\n    a: \"\"\n"),
 	vaultSeed("held", "  path: "+planPath("held")+"\n  data:\n    x: \"\"\n    xHash: \"<bcrypt:x>\"\n    other: \"<random:10>\"\n"),
+	vaultSeed("waiting", "  path: "+planPath("waiting")+"\n  data:\n    copy: \"<ref:"+planPath("nowhere")+"#k>\"\n    extra: \"<random:6>\"\n"),
 }, "---\n")
 
 func setVault(t *testing.T, v *harness.Vault, token string) {
@@ -143,11 +147,12 @@ func TestPlanEveryAction(t *testing.T) {
 		"vo/update " + p("update") + ": 1 update-field (hash)\n" +
 		"vo/prune " + p("prune") + ": 1 delete-field (old)\n" +
 		"vo/rotate " + p("rotate") + ": 1 rotate (password), 1 record-token\n" +
+		"vo/held " + p("held") + ": 1 create, 2 create-field (other, x); the rest stalls: InvalidSpec: xHash: cannot be computed while x is empty; fill it in (vault kv patch " + p("held") + " x=...)\n" +
+		"vo/waiting " + p("waiting") + ": 1 create-field (extra); the rest waits: RefPending: waiting for " + p("nowhere") + "#k (path missing)\n" +
 		"vo/owned " + p("owned") + ": would stall: OwnedByAnother: the path is owned by vo/someone-else (custom_metadata ohmlab.fr/owner): delete one of the two objects, or hand the path over with: vault kv metadata patch -remove-custom-metadata=ohmlab.fr/owner " + p("owned") + "\n" +
 		"vo/deleted " + p("deleted") + ": would stall: PathDeleted: the latest version (1) of the path is deleted: undelete it (vault kv undelete -versions=1 " + p("deleted") + "), or delete the path's metadata (vault kv metadata delete " + p("deleted") + ") to have it created anew\n" +
 		"vo/pending " + p("pending") + ": would wait: RefPending: waiting for " + p("nowhere") + "#k (path missing)\n" +
-		"vo/held " + p("held") + ": would stall: InvalidSpec: xHash: cannot be computed while x is empty; fill it in (vault kv patch " + p("held") + " x=...); would still write: 1 create, 2 create-field (other, x)\n" +
-		"Plan: 10 objects: 5 with changes (2 create, 1 adopt, 4 create-field, 1 update-field, 1 delete-field, 1 rotate, 1 record-token), 1 would wait, 3 would stall, 1 in sync.\n"}
+		"Plan: 11 objects: 7 with changes (2 create, 1 adopt, 5 create-field, 1 update-field, 1 delete-field, 1 rotate, 1 record-token), 2 would wait, 3 would stall, 1 in sync.\n"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("ohmlab plan (-want +got):\n%s", diff)
 	}
@@ -194,19 +199,20 @@ func TestPlanJSON(t *testing.T) {
 		{"deleted", "stalls", "PathDeleted", ""},
 		{"pending", "waits", "RefPending", ""},
 		{"insync", "in-sync", "InSync", ""},
-		{"held", "stalls", "InvalidSpec", "create, create-field other, create-field x"},
+		{"held", "stalls", "ObserveOnly", "create, create-field other, create-field x"},
+		{"waiting", "waits", "ObserveOnly", "create-field extra"},
 	}
 	if diff := cmp.Diff(wantRows, rows); diff != "" {
 		t.Errorf("objects (-want +got):\n%s", diff)
 	}
-	wantTotal := planTotal{Objects: 10, Changes: 5, Waits: 1, Stalls: 3, InSync: 1, Actions: map[string]int{
-		"create": 2, "adopt": 1, "create-field": 4, "update-field": 1, "delete-field": 1, "rotate": 1, "record-token": 1}}
+	wantTotal := planTotal{Objects: 11, Changes: 7, Waits: 2, Stalls: 3, InSync: 1, Actions: map[string]int{
+		"create": 2, "adopt": 1, "create-field": 5, "update-field": 1, "delete-field": 1, "rotate": 1, "record-token": 1}}
 	if diff := cmp.Diff(wantTotal, rep.Total); diff != "" {
 		t.Errorf("total (-want +got):\n%s", diff)
 	}
 	var verdict report
-	if err := json.Unmarshal(rep.Validation, &verdict); err != nil || !verdict.Valid || verdict.Objects != 10 {
-		t.Errorf("validation %s: want validate's report, valid, 10 objects (%v)", rep.Validation, err)
+	if err := json.Unmarshal(rep.Validation, &verdict); err != nil || !verdict.Valid || verdict.Objects != 11 {
+		t.Errorf("validation %s: want validate's report, valid, 11 objects (%v)", rep.Validation, err)
 	}
 	for _, value := range planValues {
 		if strings.Contains(got.Stdout+got.Stderr, value) {

@@ -27,8 +27,12 @@ const (
 	ActionDelete      = "delete"       // remove the path and all its versions (deletionPolicy Delete)
 )
 
-// actionOrder is the order in which summaries list actions.
+// actionOrder is the order in which summaries, metrics and `ohmlab plan`
+// list actions.
 var actionOrder = []string{ActionCreate, ActionAdopt, ActionCreateField, ActionUpdateField, ActionDeleteField, ActionRotate, ActionRecordToken, ActionDelete}
+
+// ActionOrder returns every action name, in the order summaries list them.
+func ActionOrder() []string { return slices.Clone(actionOrder) }
 
 // Action is one planned change; Key is the dotted key path for field
 // actions and "" for path actions.

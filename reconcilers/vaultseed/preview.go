@@ -28,22 +28,23 @@ type PreviewOptions struct {
 type Preview struct {
 	Namespace, Name, Path string
 	// Drifted is the Drifted condition a reconcile in observe-only mode
-	// would set: True with the plan's summary as message, False when a
-	// real run changes nothing, Unknown when the object waits or stalls,
-	// with the reason (RefPending, OwnedByAnother, PathDeleted, InvalidSpec,
-	// InvalidRotation, RefCycle, Forbidden) and its message.
+	// would set: True with the plan's summary as message (for an object
+	// that waits or stalls on some keys, followed by why: heldSummary),
+	// False when a real run changes nothing, Unknown when the object waits
+	// or stalls and would write nothing, with the reason (RefPending,
+	// OwnedByAnother, PathDeleted, InvalidSpec, InvalidRotation, RefCycle,
+	// Forbidden) and its message.
 	Drifted metav1.Condition
-	// Stalled tells, for Drifted Unknown, a stall (checked again at each
-	// resync) from a wait (retried with backoff).
-	Stalled bool
-	// Actions are the planned changes: when Drifted is True, and also for
-	// an object that waits or stalls on some keys while a real run would
-	// still write the others (issue 12: a stall on one key does not freeze
-	// the path).
+	// Stalled and Waits say that a real run would stall (checked again at
+	// each resync) or wait (retried with backoff), whether or not it still
+	// writes some keys.
+	Stalled, Waits bool
+	// Actions are the planned changes: when Drifted is True, including
+	// for an object that waits or stalls on some keys while a real run
+	// would still write the others (issue 12: a stall on one key does not
+	// freeze the path).
 	Actions []Action
-	// Writes sums Actions for an object that waits or stalls ("" when a
-	// real run would write nothing); for Drifted True it is Drifted's
-	// message.
+	// Writes sums Actions ("" when a real run would write nothing).
 	Writes string
 	// After names the objects of the input ("<namespace>/<name>") whose
 	// planned data writes this plan read: its references were resolved
@@ -55,7 +56,7 @@ type Preview struct {
 func (p Preview) Changes() bool { return p.Drifted.Status == metav1.ConditionTrue }
 
 // PreviewSeeds plans every object as the controller's observe-only mode
-// does, with the same code (observe, plan, observeOnlyOutcome), reading kv
+// does, with the same code (observePlan, observeOnlyOutcome), reading kv
 // and writing nothing: kv has no write method. The planner is dry: no
 // bcrypt or age work is spent on values that are never written.
 //
@@ -83,60 +84,56 @@ func PreviewSeeds(ctx context.Context, kv KVReader, objs []*ohmlabv1alpha1.Vault
 	out := make([]Preview, len(objs))
 	var planned []int
 	for _, i := range dependencyOrder(objs, analyses) {
-		seed, analysis := objs[i], analyses[i]
-		res, p, after, err := previewOne(ctx, ov, gen, seed, analysis, set, opts)
+		seed := objs[i]
+		res, after, err := previewOne(ctx, ov, gen, seed, set, opts)
 		if err != nil {
 			return collect(out, planned), fmt.Errorf("%s %s: %w", seeds.Owner(seed), seed.Spec.Path, err)
 		}
-		out[i] = previewOf(seed, res, p, after)
+		out[i] = previewOf(seed, res, after)
 		planned = append(planned, i)
 	}
 	return out, nil
 }
 
-// previewOne is one observe-only reconcile of sync, against the overlay,
-// and records what a real run would write. It returns the plan too (nil
-// when planning did not happen).
-func previewOne(ctx context.Context, ov *overlay, gen templating.Generator, seed *ohmlabv1alpha1.VaultSeed, analysis templating.Analysis, set []templating.Problem, opts PreviewOptions) (outcome, *Plan, []string, error) {
-	if len(analysis.Problems) > 0 {
-		return outcome{result: stalledResult(problemsReason(analysis.Problems), problemsMessage(analysis.Problems))}, nil, nil, nil
-	}
-	if ring := ringThrough(set, seeds.Owner(seed)); ring != "" {
-		return outcome{result: stalledResult(ohmlabv1alpha1.ReasonRefCycle, ring)}, nil, nil, nil
-	}
-	if res, refused := deleteRefused(seed, opts.AllowDelete); refused {
-		return outcome{result: res}, nil, nil, nil
-	}
-	desired := desiredOf(seed, analysis, seed.Status.ManagedKeys)
-	observed, err := observeVault(ctx, ov, seed.Spec.Path, analysis.RefPaths, desired)
+// previewOne is one observe-only reconcile of sync (observePlan), against
+// the overlay and with the object's own status.managedKeys, and records what
+// a real run would write. A reference cycle is looked for in the input set.
+func previewOne(ctx context.Context, ov *overlay, gen templating.Generator, seed *ohmlabv1alpha1.VaultSeed, set []templating.Problem, opts PreviewOptions) (outcome, []string, error) {
+	owner := seeds.Owner(seed)
+	pl, err := observePlan(ctx, seed, planInput{
+		kv:          ov,
+		ring:        func(templating.Object) (string, error) { return ringThrough(set, owner), nil },
+		managed:     func() []ohmlabv1alpha1.ManagedKey { return seed.Status.ManagedKeys },
+		allowDelete: opts.AllowDelete,
+		gen:         gen,
+	})
 	if err != nil {
-		return outcome{}, nil, nil, err
+		return outcome{}, nil, err
 	}
-	p, err := plan(desired, observed, gen)
-	if err != nil {
-		return outcome{}, nil, nil, err
+	if pl.stop != nil {
+		return outcome{result: *pl.stop}, nil, nil
 	}
-	ov.record(seed.Spec.Path, observed.Path, p, seeds.Owner(seed))
+	ov.record(seed.Spec.Path, pl.observed.Path, pl.plan, owner)
 	var after []string
-	for _, ref := range analysis.RefPaths {
-		if w := ov.writer[ref]; w != "" && w != seeds.Owner(seed) {
+	for ref := range pl.observed.Refs {
+		if w := ov.writer[ref]; w != "" && w != owner {
 			after = append(after, w)
 		}
 	}
 	slices.Sort(after)
-	return observeOnlyOutcome(p, observed.Path.Version), &p, slices.Compact(after), nil
+	return observeOnlyOutcome(pl.plan, pl.observed.Path.Version), slices.Compact(after), nil
 }
 
 // previewOf turns an outcome into what the Drifted condition would say,
 // through the same code that writes status.
-func previewOf(seed *ohmlabv1alpha1.VaultSeed, out outcome, p *Plan, after []string) Preview {
+func previewOf(seed *ohmlabv1alpha1.VaultSeed, out outcome, after []string) Preview {
 	var st ohmlabv1alpha1.VaultSeedStatus
 	out.apply(&st, seed.Generation, true)
-	pv := Preview{Namespace: seed.Namespace, Name: seed.Name, Path: seed.Spec.Path, Stalled: out.stalled, After: after}
+	pv := Preview{Namespace: seed.Namespace, Name: seed.Name, Path: seed.Spec.Path, Stalled: out.stalled, Waits: out.reconciling, After: after}
 	if c := meta.FindStatusCondition(st.Conditions, ohmlabv1alpha1.ConditionDrifted); c != nil {
 		pv.Drifted = *c
 	}
-	if p != nil && !p.Empty() {
+	if p := out.plan; p != nil && !p.Empty() {
 		pv.Actions, pv.Writes = p.Actions, p.Summary()
 	}
 	return pv

@@ -20,7 +20,9 @@ import (
 // TestPreviewAgreesWithDrifted reconciles objects in observe-only mode and
 // previews the same objects (as read back from the API server, status
 // included) against the same Vault: every object's Drifted condition
-// (status, reason, message) is the one PreviewSeeds says.
+// (status, reason, message) is the one PreviewSeeds says, also for objects
+// that hold a key back while a real run writes the others (issue 23, item
+// 5).
 func TestPreviewAgreesWithDrifted(t *testing.T) {
 	f := startController(t, controllerOptions{observeOnly: true})
 	g := NewWithT(t)
@@ -38,6 +40,8 @@ func TestPreviewAgreesWithDrifted(t *testing.T) {
 	g.Expect(vault.Client.KVv2("ohmlab").Delete(context.Background(), strings.TrimPrefix(f.path("deleted"), "ohmlab/"))).To(Succeed())
 	handWrite(t, f.path("insync"), map[string]any{"a": "typed"})
 	handMark(t, f.path("insync"), owner("insync"))
+	handWrite(t, f.path("waiting"), map[string]any{"copy": "typed"})
+	handMark(t, f.path("waiting"), owner("waiting"))
 
 	objs := []*ohmlabv1alpha1.VaultSeed{
 		f.seed("create", f.path("create"), `{"password":"<random:16>"}`),
@@ -51,6 +55,10 @@ func TestPreviewAgreesWithDrifted(t *testing.T) {
 		f.seed("insync", f.path("insync"), `{"a":""}`),
 		f.seed("invalid", f.path("invalid"), `{"a.b":"x"}`),
 		f.seed("delete", f.path("delete"), `{"a":"<random:4>"}`),
+		// A hash of an empty placeholder stalls while the path is created.
+		f.seed("held", f.path("held"), `{"x":"","xHash":"<bcrypt:x>","other":"<random:10>"}`),
+		// A copy exists while its source is missing: another key is created.
+		f.seed("waiting", f.path("waiting"), `{"copy":"<ref:`+f.path("nowhere")+`#k>","extra":"<random:6>"}`),
 	}
 	objs[3].Spec.Rotate = &ohmlabv1alpha1.Rotation{Token: "t2", Keys: []string{"password"}}
 	objs[10].Spec.DeletionPolicy = ohmlabv1alpha1.DeletionPolicyDelete
@@ -85,6 +93,15 @@ func TestPreviewAgreesWithDrifted(t *testing.T) {
 		reasons[c.Reason] = true
 	}
 	g.Expect(got).To(Equal(want))
+	partial := map[string]string{
+		"held":    "1 create, 2 create-field (other, x); the rest stalls: InvalidSpec: xHash: cannot be computed while x is empty; fill it in (vault kv patch " + f.path("held") + " x=...)",
+		"waiting": "1 create-field (extra); the rest waits: RefPending: waiting for " + f.path("nowhere") + "#k (path missing)",
+	}
+	for _, d := range want {
+		if m, ok := partial[d.Name]; ok {
+			g.Expect(d).To(Equal(drift{d.Name, "True", ohmlabv1alpha1.ReasonObserveOnly, m}))
+		}
+	}
 	// The objects cover every outcome, so the agreement is not vacuous.
 	for _, r := range []string{ohmlabv1alpha1.ReasonObserveOnly, ohmlabv1alpha1.ReasonInSync, ohmlabv1alpha1.ReasonOwnedByAnother,
 		ohmlabv1alpha1.ReasonPathDeleted, ohmlabv1alpha1.ReasonRefPending, ohmlabv1alpha1.ReasonInvalidSpec, ohmlabv1alpha1.ReasonForbidden} {

@@ -162,12 +162,6 @@ func (r *Reconciler) Reconcile(parent context.Context, req ctrl.Request) (ctrl.R
 	return r.resync(req.NamespacedName, time.Now()), nil
 }
 
-// desired is what the object declares, with the managed keys of its status,
-// or of a status write that failed since (unreported).
-func (r *Reconciler) desired(seed *ohmlabv1alpha1.VaultSeed, analysis templating.Analysis) Desired {
-	return desiredOf(seed, analysis, r.managed(seed))
-}
-
 // desiredOf is what the object declares, with the given managed keys.
 func desiredOf(seed *ohmlabv1alpha1.VaultSeed, analysis templating.Analysis, managed []ohmlabv1alpha1.ManagedKey) Desired {
 	d := Desired{Owner: seeds.Owner(seed), Analysis: analysis, Prune: seed.Spec.Prune}
@@ -194,37 +188,30 @@ func (r *Reconciler) managed(seed *ohmlabv1alpha1.VaultSeed) []ohmlabv1alpha1.Ma
 // sync observes, plans and applies. The error is for failures of the
 // Kubernetes API or of value generation; Vault's answers are outcomes.
 func (r *Reconciler) sync(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed) (outcome, error) {
-	obj, analysis := seeds.Analyse(seed)
-	if len(analysis.Problems) > 0 {
-		return outcome{result: stalledResult(problemsReason(analysis.Problems), problemsMessage(analysis.Problems))}, nil
-	}
-	ring, err := r.cycle(ctx, seed, obj)
-	if err != nil {
-		return outcome{}, err
-	}
-	if ring != "" {
-		return outcome{result: stalledResult(ohmlabv1alpha1.ReasonRefCycle, ring)}, nil
-	}
-	if res, refused := deleteRefused(seed, r.AllowDelete); refused {
-		return outcome{result: res}, nil
-	}
-	desired := r.desired(seed, analysis)
 	gen := r.Generator
 	gen.Dry = r.ObserveOnly
+	in := planInput{
+		kv:          r.sources.reader(r.KV, seed.Spec.Path, func() bool { return r.referenced(ctx, seed.Spec.Path) }, func() { r.notifyDependents(ctx, seed.Spec.Path) }),
+		ring:        func(obj templating.Object) (string, error) { return r.cycle(ctx, seed, obj) },
+		managed:     func() []ohmlabv1alpha1.ManagedKey { return r.managed(seed) },
+		landed:      func(path *vaultkv.Secret) bool { return r.landed(ctx, seed, path) },
+		allowDelete: r.AllowDelete,
+		gen:         gen,
+	}
 	for range maxCASAttempts {
-		observed, err := observeVault(ctx, r.sources.reader(r.KV, seed.Spec.Path, func() bool { return r.referenced(ctx, seed.Spec.Path) }, func() { r.notifyDependents(ctx, seed.Spec.Path) }), seed.Spec.Path, analysis.RefPaths, desired)
-		if err != nil {
-			return backendOutcome(err), nil
-		}
-		if r.landed(ctx, seed, observed.Path) {
-			desired = r.desired(seed, analysis)
-		}
-		p, err := plan(desired, observed, gen)
-		if err != nil {
+		pl, err := observePlan(ctx, seed, in)
+		var read readError
+		switch {
+		case errors.As(err, &read):
+			return backendOutcome(read.err), nil
+		case err != nil:
 			return outcome{}, err
+		case pl.stop != nil:
+			return outcome{result: *pl.stop}, nil
 		}
+		p := pl.plan
 		if r.ObserveOnly {
-			return observeOnlyOutcome(p, observed.Path.Version), nil
+			return observeOnlyOutcome(p, pl.observed.Path.Version), nil
 		}
 		applied, version, err := r.apply(ctx, seed, p)
 		if errors.Is(err, vaultkv.ErrCASMismatch) {
@@ -309,12 +296,22 @@ func planResult(p Plan, version int) (result, bool) {
 }
 
 // observeOnlyOutcome reports what a real run would do. A plan that waits or
-// stops is no plan: Drifted is Unknown with its reason and no planned
-// change is reported (issue 12: observe-only never reports stale plans).
+// stops keeps a real run's Ready, Reconciling and Stalled, so Argo CD and
+// kstatus read it as they would a real run's. When it still writes some keys
+// (a stall on one key does not freeze the path, issue 12), Drifted is True
+// and says what, then why the rest waits, and the planned changes count them
+// (issue 23, item 5: the migration's Shadow step sees them); when it writes
+// nothing, Drifted is Unknown with its reason and no planned change is
+// reported (issue 12: observe-only never reports stale plans).
 func observeOnlyOutcome(p Plan, version int) outcome {
 	if p.Outcome != OutcomeApply {
 		res, backoff := planResult(p, version)
-		return outcome{result: res, backoff: backoff, version: version}
+		out := outcome{result: res, backoff: backoff, version: version}
+		if !p.Empty() {
+			yes := true
+			out.drifted, out.driftMessage, out.plan = &yes, heldSummary(p), &p
+		}
+		return out
 	}
 	if p.Empty() {
 		no := false
@@ -326,6 +323,18 @@ func observeOnlyOutcome(p Plan, version int) outcome {
 	summary := p.Summary()
 	return outcome{result: result{reason: ohmlabv1alpha1.ReasonObserveOnly, message: "observe-only: a real run would make " + summary,
 		drifted: &yes, driftMessage: summary, finished: true}, plan: &p, version: version}
+}
+
+// heldSummary is the Drifted message of a plan that writes some keys and
+// holds the others back: the summary, then the wait or the stall, for
+// example "1 create-field (b); the rest waits: RefPending: waiting for
+// ohmlab/x#k (path missing)".
+func heldSummary(p Plan) string {
+	rest := "the rest waits"
+	if p.Outcome == OutcomeStop {
+		rest = "the rest stalls"
+	}
+	return fmt.Sprintf("%s; %s: %s: %s", p.Summary(), rest, p.Reason, p.Message)
 }
 
 // KVReader is the part of vaultkv.KV that observing needs: reads only

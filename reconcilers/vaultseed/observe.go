@@ -1,0 +1,82 @@
+package vaultseed
+
+import (
+	"context"
+
+	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+	"github.com/ohmlab/ohmlab-controller/internal/seeds"
+	"github.com/ohmlab/ohmlab-controller/templating"
+	"github.com/ohmlab/ohmlab-controller/vaultkv"
+)
+
+// planInput is what observing and planning one object takes besides the
+// object. A reconcile (Reconciler.sync) and `ohmlab plan` (previewOne) run
+// the same observePlan and differ only here (issue 23, item 5).
+type planInput struct {
+	// kv reads the path, its reference sources and the versions a prune
+	// compares with.
+	kv KVReader
+	// ring returns the reference cycle through the object ("" when none):
+	// over the cache for a reconcile, over the input set for a preview.
+	ring func(obj templating.Object) (string, error)
+	// managed returns status.managedKeys as the caller knows them.
+	managed func() []ohmlabv1alpha1.ManagedKey
+	// landed, when set, is given the path as read, before planning, and
+	// says whether that changed what managed returns (Reconciler.landed).
+	landed func(path *vaultkv.Secret) bool
+	// allowDelete is the target's allowDelete.
+	allowDelete bool
+	gen         templating.Generator
+}
+
+// planned is one object observed and planned.
+type planned struct {
+	// stop is the result of an object that stops before Vault is read
+	// (invalid, on a reference cycle, or asking for a Delete that is not
+	// allowed); nil when the path was read and planned.
+	stop     *result
+	observed Observed
+	plan     Plan
+}
+
+// readError is Vault's answer to a read of observePlan: a reconcile
+// reports it (backendOutcome), a preview stops on it.
+type readError struct{ err error }
+
+func (e readError) Error() string { return e.err.Error() }
+func (e readError) Unwrap() error { return e.err }
+
+// observePlan checks the object, reads its path and its sources through
+// in.kv, and plans (DESIGN.md, "Data flow of one reconcile"). A failed read
+// is a readError; any other error is the cycle check's or value
+// generation's.
+func observePlan(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, in planInput) (planned, error) {
+	stop := func(res result) (planned, error) { return planned{stop: &res}, nil }
+	obj, analysis := seeds.Analyse(seed)
+	if len(analysis.Problems) > 0 {
+		return stop(stalledResult(problemsReason(analysis.Problems), problemsMessage(analysis.Problems)))
+	}
+	ring, err := in.ring(obj)
+	if err != nil {
+		return planned{}, err
+	}
+	if ring != "" {
+		return stop(stalledResult(ohmlabv1alpha1.ReasonRefCycle, ring))
+	}
+	if res, refused := deleteRefused(seed, in.allowDelete); refused {
+		return stop(res)
+	}
+	desired := desiredOf(seed, analysis, in.managed())
+	observed, err := observeVault(ctx, in.kv, seed.Spec.Path, analysis.RefPaths, desired)
+	if err != nil {
+		return planned{}, readError{err}
+	}
+	if in.landed != nil && in.landed(observed.Path) {
+		desired = desiredOf(seed, analysis, in.managed())
+	}
+	p, err := plan(desired, observed, in.gen)
+	if err != nil {
+		return planned{}, err
+	}
+	return planned{observed: observed, plan: p}, nil
+}
