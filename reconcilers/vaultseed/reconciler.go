@@ -170,7 +170,7 @@ func (r *Reconciler) desired(seed *ohmlabv1alpha1.VaultSeed, analysis templating
 
 // desiredOf is what the object declares, with the given managed keys.
 func desiredOf(seed *ohmlabv1alpha1.VaultSeed, analysis templating.Analysis, managed []ohmlabv1alpha1.ManagedKey) Desired {
-	d := Desired{Owner: seeds.Owner(seed), Analysis: analysis, Prune: seed.Spec.Prune}
+	d := Desired{Owner: seeds.Owner(seed), Analysis: analysis, Prune: seed.Spec.Prune, Version: int(seed.Status.Version)}
 	if seed.Spec.Rotate != nil {
 		d.RotationToken = seed.Spec.Rotate.Token
 	}
@@ -346,7 +346,7 @@ func deleteRefused(seed *ohmlabv1alpha1.VaultSeed, allowDelete bool) (result, bo
 }
 
 // observeVault reads the path and every path it references, one request each,
-// and the versions a prune compares with (only when one is planned).
+// and the older versions a prune or a carry compares with (versionReads).
 func observeVault(ctx context.Context, kv KVReader, path string, refPaths []string, d Desired) (Observed, error) {
 	own, err := kv.Read(ctx, path)
 	if err != nil {
@@ -358,7 +358,7 @@ func observeVault(ctx context.Context, kv KVReader, path string, refPaths []stri
 			return Observed{}, err
 		}
 	}
-	for _, v := range pruneReads(d, own) {
+	for _, v := range versionReads(d, own) {
 		if o.Written[v], err = kv.ReadVersion(ctx, path, v); err != nil {
 			return Observed{}, err
 		}
@@ -466,14 +466,20 @@ func (r *Reconciler) report(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed,
 }
 
 // managedStatus is status.managedKeys after a plan: the keys it wrote at the
-// version of its write, the others at the version they were written before.
+// version of its write, the others at the version they were written before,
+// carried forward to the version the plan read (Plan.Carried) and on to the
+// version of its write, which holds their value unchanged.
 func managedStatus(p Plan, before []ohmlabv1alpha1.ManagedKey, applied bool, version int) []ohmlabv1alpha1.ManagedKey {
 	writtenAt := make(map[string]int64, len(before))
 	for _, m := range before {
 		writtenAt[m.Key] = m.Version
 	}
+	for _, k := range p.Carried {
+		writtenAt[k] = int64(p.CAS)
+	}
+	rewrote := applied && p.Data != nil
 	written := map[string]bool{}
-	if applied && p.Data != nil {
+	if rewrote {
 		for _, a := range p.Actions {
 			if a.Key != "" {
 				written[a.Key] = true
@@ -483,7 +489,7 @@ func managedStatus(p Plan, before []ohmlabv1alpha1.ManagedKey, applied bool, ver
 	out := make([]ohmlabv1alpha1.ManagedKey, 0, len(p.ManagedKeys))
 	for _, k := range p.ManagedKeys {
 		v := writtenAt[k]
-		if written[k] {
+		if written[k] || rewrote && v > 0 && v == int64(p.CAS) {
 			v = int64(version)
 		}
 		if v > 0 {
@@ -505,7 +511,7 @@ func (r *Reconciler) emit(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, o
 			r.Recorder.Eventf(seed, nil, corev1.EventTypeNormal, eventReason(*p), "Write", "%s (KV version %d)", p.Summary(), out.version)
 		}
 		if len(p.Kept) > 0 {
-			r.Recorder.Eventf(seed, nil, corev1.EventTypeNormal, "Kept", "Prune", "kept: changed since the controller wrote it: %s", strings.Join(p.Kept, ", "))
+			r.Recorder.Eventf(seed, nil, corev1.EventTypeNormal, "Kept", "Prune", "kept: %s", keptMessage(p.Kept))
 		}
 	}
 	if !out.failing() {
