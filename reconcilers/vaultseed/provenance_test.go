@@ -1,0 +1,123 @@
+package vaultseed
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	vaultapi "github.com/hashicorp/vault/api"
+	. "github.com/onsi/gomega"
+
+	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+)
+
+// Real-server tests of issue 23, item 2: prune provenance survives Vault's
+// version history.
+
+// keptVersions is the max_versions of the tests' mounts and paths: fewer
+// than the versions the tests make.
+const keptVersions = 3
+
+// limitedMount enables a KV v2 mount for the test, with max_versions set on
+// the mount when onMount, and returns the path of name on it.
+func limitedMount(t *testing.T, f *fixture, name string, onMount bool) string {
+	t.Helper()
+	mount := fmt.Sprintf("kv%d-%d", keptVersions, time.Now().UnixNano()%1000000)
+	if err := vault.Client.Sys().Mount(mount, &vaultapi.MountInput{Type: "kv", Options: map[string]string{"version": "2"}}); err != nil {
+		t.Fatalf("enabling the KV v2 mount %s: %v", mount, err)
+	}
+	t.Cleanup(func() { _ = vault.Client.Sys().Unmount(mount) })
+	if onMount {
+		if _, err := vault.Client.Logical().Write(mount+"/config", map[string]any{"max_versions": keptVersions}); err != nil {
+			t.Fatalf("setting max_versions on the mount %s: %v", mount, err)
+		}
+	}
+	return mount + "/platforms/" + f.ns + "/core/" + name
+}
+
+// limitPath sets max_versions in the path's metadata, keeping its
+// custom_metadata.
+func limitPath(t *testing.T, path string) {
+	t.Helper()
+	mount, rest, _ := strings.Cut(path, "/")
+	err := vault.Client.KVv2(mount).PatchMetadata(context.Background(), rest, vaultapi.KVMetadataPatchInput{MaxVersions: new(keptVersions)})
+	if err != nil {
+		t.Fatalf("setting max_versions on %s: %v", path, err)
+	}
+}
+
+// handEditOther writes another key of the path by hand (one more version)
+// and returns the version.
+func handEditOther(t *testing.T, path string, i int) int {
+	t.Helper()
+	cur := readPath(t, path)
+	cur.Data["other"] = fmt.Sprintf("typed-by-a-person-%d", i)
+	return handWrite(t, path, cur.Data)
+}
+
+// TestPruneAfterMoreVersionsThanVaultKeeps: a key the controller wrote and
+// nobody changed is pruned after more hand edits of another key than Vault
+// keeps versions, each seen by a resync, whether max_versions is set on the
+// mount or on the path.
+func TestPruneAfterMoreVersionsThanVaultKeeps(t *testing.T) {
+	for _, onMount := range []bool{true, false} {
+		name := "max_versions on the path"
+		if onMount {
+			name = "max_versions on the mount"
+		}
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			f := startController(t, controllerOptions{resync: time.Second})
+			path := limitedMount(t, f, "app", onMount)
+			obj := f.seed("app", path, `{"keep": "<random:8>", "old": "<random:8>"}`)
+			obj.Spec.Prune = true
+			f.create(obj)
+			f.waitReady("app")
+			if !onMount {
+				limitPath(t, path)
+			}
+			for i := range 2 * keptVersions {
+				v := handEditOther(t, path, i)
+				g.Eventually(func() int64 { return f.get("app").Status.Version }).WithTimeout(time.Minute).
+					Should(Equal(int64(v)), "a resync reads version %d", v)
+			}
+			f.update("app", func(o *ohmlabv1alpha1.VaultSeed) { o.Spec.Data.Raw = []byte(`{"keep": "<random:8>"}`) })
+
+			obj = f.waitReady("app")
+			got := readPath(t, path)
+			g.Expect(got.Data).NotTo(HaveKey("old"), "unchanged since the controller wrote it, %d versions ago: pruned", 2*keptVersions+1)
+			g.Expect(got.Data).To(HaveKeyWithValue("other", fmt.Sprintf("typed-by-a-person-%d", 2*keptVersions-1)))
+			g.Expect(obj.Status.ManagedKeys).To(Equal([]ohmlabv1alpha1.ManagedKey{{Key: "keep", Version: int64(got.Version)}}))
+			g.Expect(f.events("app")).NotTo(ContainElement(HavePrefix("Normal Kept")))
+			assertNoValueEmitted(t, f, got.Data)
+		})
+	}
+}
+
+// TestPruneCannotTellOnceTheVersionIsGone: more hand edits between two
+// reconciles than Vault keeps versions: the version the controller wrote is
+// gone, so the key is kept, and the event says the controller cannot tell
+// rather than that the key changed.
+func TestPruneCannotTellOnceTheVersionIsGone(t *testing.T) {
+	g := NewWithT(t)
+	f := startController(t, controllerOptions{})
+	path := limitedMount(t, f, "app", true)
+	obj := f.seed("app", path, `{"keep": "<random:8>", "old": "<random:8>"}`)
+	obj.Spec.Prune = true
+	f.create(obj)
+	f.waitReady("app")
+	for i := range keptVersions + 1 {
+		handEditOther(t, path, i)
+	}
+	f.update("app", func(o *ohmlabv1alpha1.VaultSeed) { o.Spec.Data.Raw = []byte(`{"keep": "<random:8>"}`) })
+
+	obj = f.waitReady("app")
+	got := readPath(t, path)
+	g.Expect(got.Data).To(HaveKey("old"), "version 1 is gone: the controller cannot tell that old is its own")
+	g.Expect(managedNames(obj)).To(Equal([]string{"keep"}), "kept keys are no longer managed")
+	g.Eventually(func() []string { return f.events("app") }).Should(ContainElement(
+		"Normal Kept: kept: cannot tell: version 1 is no longer kept: old"))
+	assertNoValueEmitted(t, f, got.Data)
+}
