@@ -91,6 +91,10 @@ type Reconciler struct {
 	// inFlight holds, per object, a data write whose answer was lost.
 	inFlight sync.Map // types.NamespacedName -> inFlight
 	sources  *sources
+
+	// lastWrites holds, per object, this process's writes of it that the
+	// cache may not show yet.
+	lastWrites lastWrites
 }
 
 // outcome is what one reconcile of a live object found and did.
@@ -124,6 +128,8 @@ func (r *Reconciler) Reconcile(parent context.Context, req ctrl.Request) (ctrl.R
 		}
 		return ctrl.Result{}, err
 	}
+	// The cache may not show this process's last writes yet.
+	r.lastWrites.latest(seed)
 	if !r.owns(seed) {
 		// Another shard's: it moved there, and that shard's process
 		// reconciles it.
@@ -455,12 +461,17 @@ func (r *Reconciler) report(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed,
 		r.unreported.Delete(key)
 		return nil
 	}
-	if err := r.Client.Status().Patch(ctx, updated, client.MergeFrom(seed)); err != nil {
+	// The optimistic lock makes a status computed from a copy that someone
+	// else changed since (another process, a spec edit) fail instead of
+	// replacing what they wrote; the next reconcile computes it again, with
+	// what was written to Vault kept in unreported.
+	if err := r.Client.Status().Patch(ctx, updated, client.MergeFromWithOptions(seed, client.MergeFromWithOptimisticLock{})); err != nil {
 		if out.applied {
 			r.unreported.Store(key, unreported{managedKeys: updated.Status.ManagedKeys})
 		}
 		return fmt.Errorf("patching status: %w", err)
 	}
+	r.lastWrites.wrote(seed.ResourceVersion, updated)
 	r.unreported.Delete(key)
 	return nil
 }
@@ -584,6 +595,7 @@ func (r *Reconciler) syncFinalizer(ctx context.Context, seed *ohmlabv1alpha1.Vau
 	if err := r.Client.Patch(ctx, seed, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("updating the finalizer of %s: %w", klog.KObj(seed), err)
 	}
+	r.lastWrites.wrote(before.ResourceVersion, seed)
 	return nil
 }
 
