@@ -121,3 +121,38 @@ func TestPruneCannotTellOnceTheVersionIsGone(t *testing.T) {
 		"Normal Kept: kept: cannot tell: version 1 is no longer kept: old"))
 	assertNoValueEmitted(t, f, got.Data)
 }
+
+// TestPruneAfterCopiesFollowedASource: a copy following a rotated source
+// rewrites the path more times than Vault keeps versions; a key the
+// controller wrote before and nobody changed is still pruned, and carrying
+// it through the controller's own writes reads no older version.
+func TestPruneAfterCopiesFollowedASource(t *testing.T) {
+	g := NewWithT(t)
+	f := startController(t, controllerOptions{})
+	src := f.path("src")
+	path := limitedMount(t, f, "app", true)
+	source := f.seed("src", src, `{"password": "<random:16>"}`)
+	source.Spec.Rotate = &ohmlabv1alpha1.Rotation{Token: "0"}
+	f.create(source)
+	f.waitReady("src")
+	obj := f.seed("app", path, `{"copy": "<ref:`+src+`#password>", "old": "<random:8>"}`)
+	obj.Spec.Prune = true
+	f.create(obj)
+	f.waitReady("app")
+	reads := f.kv.Counts()["read-version"]
+	for i := range 2 * keptVersions {
+		version := readPath(t, path).Version
+		f.update("src", func(o *ohmlabv1alpha1.VaultSeed) { o.Spec.Rotate.Token = fmt.Sprint(i + 1) })
+		g.Eventually(func() int { return readPath(t, path).Version }).WithTimeout(time.Minute).
+			Should(BeNumerically(">", version), "the copy follows rotation %d", i+1)
+	}
+	g.Eventually(func() int64 { return f.get("app").Status.Version }).WithTimeout(time.Minute).Should(Equal(int64(readPath(t, path).Version)))
+	g.Expect(f.kv.Counts()["read-version"]).To(Equal(reads), "carried through the controller's own writes without reading")
+	f.update("app", func(o *ohmlabv1alpha1.VaultSeed) { o.Spec.Data.Raw = []byte(`{"copy": "<ref:` + src + `#password>"}`) })
+
+	f.waitReady("app")
+	got := readPath(t, path)
+	g.Expect(got.Data).NotTo(HaveKey("old"), "unchanged since the controller wrote it: pruned")
+	g.Expect(f.events("app")).NotTo(ContainElement(HavePrefix("Normal Kept")))
+	assertNoValueEmitted(t, f, got.Data)
+}
