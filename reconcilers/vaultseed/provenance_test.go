@@ -69,7 +69,9 @@ func handEditOther(t *testing.T, path string, i int) int {
 // TestPruneAfterMoreVersionsThanVaultKeeps: a key the controller wrote and
 // nobody changed is pruned after more hand edits of another key than Vault
 // keeps versions, each seen by a resync, whether max_versions is set on the
-// mount or on the path.
+// mount or on the path. A key a person changed keeps its record (so it is
+// never pruned: once that version is gone the controller cannot tell), and
+// quiet resyncs read no older version.
 func TestPruneAfterMoreVersionsThanVaultKeeps(t *testing.T) {
 	for _, onMount := range []bool{true, false} {
 		name := "max_versions on the path"
@@ -80,26 +82,37 @@ func TestPruneAfterMoreVersionsThanVaultKeeps(t *testing.T) {
 			g := NewWithT(t)
 			f := startController(t, controllerOptions{resync: time.Second})
 			path := limitedMount(t, f, "app", onMount)
-			obj := f.seed("app", path, `{"keep": "<random:8>", "old": "<random:8>"}`)
+			obj := f.seed("app", path, `{"keep": "<random:8>", "old": "<random:8>", "typed": "<random:8>"}`)
 			obj.Spec.Prune = true
 			f.create(obj)
 			f.waitReady("app")
 			if !onMount {
 				limitPath(t, path)
 			}
+			cur := readPath(t, path)
+			cur.Data["typed"] = "typed-by-a-person"
+			handWrite(t, path, cur.Data)
 			for i := range 2 * keptVersions {
 				v := handEditOther(t, path, i)
 				g.Eventually(func() int64 { return f.get("app").Status.Version }).WithTimeout(time.Minute).
 					Should(Equal(int64(v)), "a resync reads version %d", v)
 			}
+			g.Expect(f.get("app").Status.ManagedKeys).To(ContainElement(ohmlabv1alpha1.ManagedKey{Key: "typed", Version: 1}), "changed by a person: its record stays")
+			before := f.kv.Counts()
+			time.Sleep(3 * time.Second) // three resync periods
+			after := f.kv.Counts()
+			g.Expect(after["read-version"]).To(Equal(before["read-version"]), "quiet resyncs read no older version")
+			g.Expect(after["write"]).To(Equal(before["write"]), "quiet resyncs write nothing")
 			f.update("app", func(o *ohmlabv1alpha1.VaultSeed) { o.Spec.Data.Raw = []byte(`{"keep": "<random:8>"}`) })
 
 			obj = f.waitReady("app")
 			got := readPath(t, path)
-			g.Expect(keyNames(got.Data)).NotTo(ContainElement("old"), "unchanged since the controller wrote it, %d versions ago: pruned", 2*keptVersions+1)
+			g.Expect(keyNames(got.Data)).NotTo(ContainElement("old"), "unchanged since the controller wrote it, %d versions ago: pruned", 2*keptVersions+2)
+			g.Expect(got.Data["typed"]).To(Equal("typed-by-a-person"), "what a person typed is never pruned")
 			g.Expect(got.Data["other"]).To(Equal(fmt.Sprintf("typed-by-a-person-%d", 2*keptVersions-1)), "the last hand edit")
 			g.Expect(obj.Status.ManagedKeys).To(Equal([]ohmlabv1alpha1.ManagedKey{{Key: "keep", Version: int64(got.Version)}}))
-			g.Expect(f.events("app")).NotTo(ContainElement(HavePrefix("Normal Kept")))
+			g.Eventually(func() []string { return f.events("app") }).Should(ContainElement(
+				"Normal Kept: kept: cannot tell: version 1 is no longer kept: typed"), "old is not kept")
 			assertNoValueEmitted(t, f, got.Data)
 		})
 	}
