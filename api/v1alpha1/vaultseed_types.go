@@ -92,9 +92,9 @@ type VaultSeedStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
 	// ManagedKeys are the keys this controller wrote on the path, sorted by
-	// key, each with the KV version of its last write by the controller.
-	// Only these are ever pruned, and only while their value is still the
-	// one written at that version (product document, "Pruning").
+	// key, each with a KV version that holds the value of its last write by
+	// the controller. Only these are ever pruned, and only while their value
+	// is still the one at that version (product document, "Pruning").
 	// +listType=map
 	// +listMapKey=key
 	// +optional
@@ -113,7 +113,8 @@ type ManagedKey struct {
 	// +kubebuilder:validation:MinLength=1
 	Key string `json:"key"`
 	// Version is the KV v2 version the controller's last write of the key
-	// created.
+	// created, or a later version of the path that holds the same value
+	// (carried forward, so that Vault's max_versions never ages it out).
 	// +kubebuilder:validation:Minimum=1
 	Version int64 `json:"version"`
 }

@@ -53,7 +53,7 @@ func TestPruneKeepsWhatChangedSinceTheControllerWroteIt(t *testing.T) {
 	g.Expect(got.Data).NotTo(HaveKey("untouched"), "unchanged since the controller wrote it: pruned")
 	g.Expect(got.Data).To(HaveKeyWithValue("webhook", "https://hooks.example/typed-by-a-person"))
 	g.Expect(got.Data).To(HaveKeyWithValue("edited", "edited-by-a-person"))
-	g.Expect(obj.Status.ManagedKeys).To(Equal([]ohmlabv1alpha1.ManagedKey{{Key: "keep", Version: 1}}), "the kept keys are no longer managed")
+	g.Expect(obj.Status.ManagedKeys).To(Equal([]ohmlabv1alpha1.ManagedKey{{Key: "keep", Version: 3}}), "the kept keys are no longer managed; keep, unchanged, is carried to the prune's write")
 	g.Expect(f.kv.Counts()["read-version"]).To(Equal(1), "one extra read: the version the controller wrote")
 	g.Eventually(func() []string { return f.events("app") }).Should(ContainElement(
 		"Normal Kept: kept: changed since the controller wrote it: edited, webhook"))

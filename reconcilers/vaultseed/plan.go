@@ -72,9 +72,14 @@ type Desired struct {
 	Prune bool
 	// ManagedKeys are the key names of status.managedKeys.
 	ManagedKeys []string
-	// WrittenAt is the KV version of the controller's last write of each
-	// managed key (status.managedKeys[].version).
+	// WrittenAt is, for each managed key, a KV version of the path that
+	// holds the value the controller last wrote to it
+	// (status.managedKeys[].version; 0: unknown).
 	WrittenAt map[string]int
+	// Version is the path's KV version that status last recorded
+	// (status.version): recorded versions are carried forward (see
+	// [carried]) only when the path has moved past it.
+	Version int
 }
 
 // Observed is what one reconcile read from Vault.
@@ -84,9 +89,9 @@ type Observed struct {
 	// Refs are the paths the object references (Analysis.RefPaths). A
 	// path missing from the map is treated as absent.
 	Refs map[string]*vaultkv.Secret
-	// Written are the versions of the path that a prune compares with
-	// ([pruneReads]), by version. A version missing from the map is one
-	// that can no longer be read.
+	// Written are the versions of the path that a prune or a carry
+	// compares with ([versionReads]), by version. A version missing from
+	// the map is one that was not read or can no longer be read.
 	Written map[int]*vaultkv.Secret
 }
 
@@ -112,13 +117,15 @@ type Plan struct {
 	RecordToken string
 	// ManagedKeys are the key names of status.managedKeys after the plan
 	// is applied; the keys of Actions are written by it, the others keep
-	// their Desired.WrittenAt.
+	// their Desired.WrittenAt, or CAS for the keys of Carried.
 	ManagedKeys []string
+	// Carried are the managed keys, not written by the plan, whose
+	// recorded version moves up to CAS: the path holds the same value at
+	// CAS as at that older version (sorted).
+	Carried []string
 	// Kept are managed keys that data no longer declares and that prune
-	// leaves alone because their value changed since the controller wrote
-	// it (or that version can no longer be read): they are no longer
-	// managed.
-	Kept []string
+	// leaves alone, with why: they are no longer managed.
+	Kept []Kept
 }
 
 // Empty says whether applying the plan changes nothing in Vault.
@@ -281,6 +288,7 @@ func plan(d Desired, o Observed, g templating.Generator) (Plan, error) {
 		p.Data = tree
 	}
 	p.ManagedKeys = managedKeys(d.ManagedKeys, current, fill.Changes, pruned, p.Kept)
+	p.Carried = carried(d, p.ManagedKeys, fill.Changes, current, path.Version, o.Written)
 	sortActions(p.Actions)
 	return p, nil
 }
@@ -313,17 +321,31 @@ func pruneCandidates(d Desired, current map[string]any) []string {
 	return out
 }
 
-// pruneReads returns the versions of the path that a prune must read to
-// compare the candidates with what the controller wrote, sorted: one read
-// per distinct version, none when nothing is to be pruned (product
-// document, "Pruning": keys written by anybody else are never removed).
-func pruneReads(d Desired, path *vaultkv.Secret) []int {
-	if !d.Prune || path == nil || !path.Exists || path.Deleted {
+// versionReads returns the older versions of the path to read, sorted, one
+// read per distinct version: those a prune compares its candidates with
+// (product document, "Pruning": keys written by anybody else are never
+// removed), and, when the path has moved past status.version, those of the
+// managed keys it still holds, to carry them forward ([carried]). A quiet
+// resync reads none: once carried, every recorded version is the path's.
+func versionReads(d Desired, path *vaultkv.Secret) []int {
+	if path == nil || !path.Exists || path.Deleted {
 		return nil
 	}
+	current := templating.Flatten(path.Data)
+	candidate := map[string]bool{}
+	if d.Prune {
+		for _, k := range pruneCandidates(d, current) {
+			candidate[k] = true
+		}
+	}
+	moved := path.Version != d.Version
 	set := map[int]bool{}
-	for _, k := range pruneCandidates(d, templating.Flatten(path.Data)) {
-		if v := d.WrittenAt[k]; v > 0 && v != path.Version {
+	for _, k := range d.ManagedKeys {
+		v := d.WrittenAt[k]
+		if _, present := current[k]; !present || v <= 0 || v == path.Version {
+			continue
+		}
+		if candidate[k] || moved && v < path.Version {
 			set[v] = true
 		}
 	}
@@ -332,25 +354,25 @@ func pruneReads(d Desired, path *vaultkv.Secret) []int {
 
 // pruneDecisions splits the prune candidates into the keys to remove, whose
 // value is still the one the controller wrote at Desired.WrittenAt, and the
-// keys to keep (sorted): changed since by someone else, or written at a
-// version that can no longer be read.
-func pruneDecisions(d Desired, current map[string]any, written map[int]*vaultkv.Secret) (map[string]bool, []string) {
+// keys to keep, in candidate order, with why: changed since by someone
+// else, or the controller cannot tell (the version is unknown or can no
+// longer be read).
+func pruneDecisions(d Desired, current map[string]any, written map[int]*vaultkv.Secret) (map[string]bool, []Kept) {
 	pruned := map[string]bool{}
-	var kept []string
-	flat := map[int]map[string]any{}
+	var kept []Kept
+	h := history{written: written}
 	for _, k := range pruneCandidates(d, current) {
 		v := d.WrittenAt[k]
-		then, ok := flat[v]
-		if !ok {
-			if s := written[v]; s != nil && s.Exists && !s.Deleted {
-				then = templating.Flatten(s.Data)
-			}
-			flat[v] = then
-		}
-		if was, ok := then[k]; ok && reflect.DeepEqual(was, current[k]) {
+		then, readable := h.at(v)
+		switch was, ok := then[k]; {
+		case v <= 0:
+			kept = append(kept, Kept{Key: k, Why: keptUnknownVersion})
+		case !readable:
+			kept = append(kept, Kept{Key: k, Why: keptVersionGone(v)})
+		case ok && reflect.DeepEqual(was, current[k]):
 			pruned[k] = true
-		} else {
-			kept = append(kept, k)
+		default:
+			kept = append(kept, Kept{Key: k, Why: keptChanged})
 		}
 	}
 	return pruned, kept
@@ -446,10 +468,10 @@ func stallMessage(h templating.Held, path string) string {
 // managedKeys returns the key names of status.managedKeys after a plan: the
 // keys this controller wrote before that are still on the path, neither
 // pruned nor kept, and the keys it writes now, sorted.
-func managedKeys(before []string, current map[string]any, changes []templating.Change, pruned map[string]bool, kept []string) []string {
+func managedKeys(before []string, current map[string]any, changes []templating.Change, pruned map[string]bool, kept []Kept) []string {
 	set := map[string]bool{}
 	for _, k := range before {
-		if _, present := current[k]; present && !pruned[k] && !slices.Contains(kept, k) {
+		if _, present := current[k]; present && !pruned[k] && !slices.ContainsFunc(kept, func(c Kept) bool { return c.Key == k }) {
 			set[k] = true
 		}
 	}

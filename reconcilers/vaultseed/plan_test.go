@@ -1049,7 +1049,8 @@ func TestPlanHoldsBackOnlyKeysThatCannotBeComputed(t *testing.T) {
 
 // TestPlanPruneKeepsWhatChangedSinceTheControllerWroteIt: prune removes a
 // managed key only while its value is the one the controller wrote at its
-// recorded version (product document, "Pruning"; issue 12).
+// recorded version (product document, "Pruning"; issue 12), and says why it
+// keeps the others (issue 23, item 2).
 func TestPlanPruneKeepsWhatChangedSinceTheControllerWroteIt(t *testing.T) {
 	data := m{"kept": "<random:8>"}
 	current := m{"kept": "k", "gen": "value-3", "ph": "typed-by-a-person", "gone-version": "x"}
@@ -1066,14 +1067,27 @@ func TestPlanPruneKeepsWhatChangedSinceTheControllerWroteIt(t *testing.T) {
 				Data:        m{"kept": "k", "ph": "typed-by-a-person", "gone-version": "x"},
 				CAS:         7,
 				ManagedKeys: []string{"kept"},
-				Kept:        []string{"gone-version", "ph"},
+				Carried:     []string{"kept"},
+				Kept:        []Kept{{Key: "gone-version", Why: "cannot tell: version 2 is no longer kept"}, {Key: "ph", Why: "changed since the controller wrote it"}},
 			},
 		},
 		{
-			name: "a version that can no longer be read keeps the key",
+			name: "a version that can no longer be read keeps the key: the controller cannot tell",
 			spec: spec{data: data, prune: true, managed: managed, writtenAt: map[string]int{"gen": 1, "ph": 1, "kept": 3, "gone-version": 1}},
 			path: ours(7, current),
-			want: Plan{CAS: 7, ManagedKeys: []string{"kept"}, Kept: []string{"gen", "gone-version", "ph"}},
+			want: Plan{CAS: 7, ManagedKeys: []string{"kept"}, Kept: []Kept{
+				{Key: "gen", Why: "cannot tell: version 1 is no longer kept"},
+				{Key: "gone-version", Why: "cannot tell: version 1 is no longer kept"},
+				{Key: "ph", Why: "cannot tell: version 1 is no longer kept"},
+			}},
+		},
+		{
+			name:    "a key recorded without its version (the first release's status) is kept: the controller cannot tell",
+			spec:    spec{data: data, prune: true, managed: []string{"gen", "kept"}, writtenAt: map[string]int{"kept": 3}},
+			path:    ours(7, m{"kept": "k", "gen": "value-3"}),
+			written: map[int]*vaultkv.Secret{3: v3},
+			want: Plan{CAS: 7, ManagedKeys: []string{"kept"}, Carried: []string{"kept"},
+				Kept: []Kept{{Key: "gen", Why: "cannot tell: recorded by an earlier release without its version"}}},
 		},
 		{
 			name: "prune false keeps every managed key without reading anything",
@@ -1084,7 +1098,52 @@ func TestPlanPruneKeepsWhatChangedSinceTheControllerWroteIt(t *testing.T) {
 	})
 }
 
-func TestPruneReads(t *testing.T) {
+// TestPlanCarriesRecordedVersions: a managed key the plan does not write
+// moves up to the version read while that version holds the value of its
+// recorded one; a key someone changed, or whose version is gone, keeps its
+// record (issue 23, item 2).
+func TestPlanCarriesRecordedVersions(t *testing.T) {
+	data := m{"a": "<random:8>", "b": "<random:8>", "c": "<random:8>", "copy": "<ref:" + pgRef + ">"}
+	v3 := ours(3, m{"a": "x", "b": "written", "c": "z", "copy": "old"})
+	runPlanCases(t, []planCase{
+		{
+			name:    "unchanged keys are carried; a key a person changed is not",
+			spec:    spec{data: m{"a": "<random:8>", "b": "<random:8>"}, managed: []string{"a", "b"}, writtenAt: map[string]int{"a": 3, "b": 3}},
+			path:    ours(7, m{"a": "x", "b": "edited-by-a-person"}),
+			written: map[int]*vaultkv.Secret{3: v3},
+			want:    Plan{CAS: 7, ManagedKeys: []string{"a", "b"}, Carried: []string{"a"}},
+		},
+		{
+			name: "a key whose version is gone is not carried",
+			spec: spec{data: m{"a": "<random:8>"}, managed: []string{"a"}, writtenAt: map[string]int{"a": 3}},
+			path: ours(7, m{"a": "x"}),
+			want: Plan{CAS: 7, ManagedKeys: []string{"a"}},
+		},
+		{
+			name:    "keys at the version read, or at a version newer than the path (created anew), stay where they are",
+			spec:    spec{data: m{"a": "<random:8>", "b": "<random:8>"}, managed: []string{"a", "b"}, writtenAt: map[string]int{"a": 7, "b": 9}},
+			path:    ours(7, m{"a": "x", "b": "written"}),
+			written: map[int]*vaultkv.Secret{9: ours(9, m{"a": "x", "b": "written"})},
+			want:    Plan{CAS: 7, ManagedKeys: []string{"a", "b"}},
+		},
+		{
+			name:    "a key the plan writes is not carried: its write records it",
+			spec:    spec{data: data, managed: []string{"a", "b", "c", "copy"}, writtenAt: map[string]int{"a": 3, "b": 3, "c": 5, "copy": 3}},
+			path:    ours(7, m{"a": "x", "b": "written", "c": "z", "copy": "old"}),
+			refs:    map[string]*vaultkv.Secret{pgPath: {Exists: true, Version: 2, Data: m{"users": m{"keycloak": m{"password": "new"}}}}},
+			written: map[int]*vaultkv.Secret{3: v3},
+			want: Plan{
+				Actions:     []Action{update("copy")},
+				Data:        m{"a": "x", "b": "written", "c": "z", "copy": "new"},
+				CAS:         7,
+				ManagedKeys: []string{"a", "b", "c", "copy"},
+				Carried:     []string{"a", "b"},
+			},
+		},
+	})
+}
+
+func TestVersionReads(t *testing.T) {
 	a := templating.Analyse(templating.Object{Path: ownPath, Data: m{"kept": "x"}})
 	path := ours(7, m{"kept": "x", "a": "1", "b": "2", "c": "3", "d": "4"})
 	for _, tc := range []struct {
@@ -1093,18 +1152,67 @@ func TestPruneReads(t *testing.T) {
 		path *vaultkv.Secret
 		want []int
 	}{
-		{"one read per distinct version, none for the current one", Desired{Analysis: a, Prune: true, ManagedKeys: []string{"a", "b", "c", "d", "kept", "absent"},
+		{"prune: one read per distinct version, none for the current one", Desired{Analysis: a, Prune: true, Version: 7, ManagedKeys: []string{"a", "b", "c", "d", "kept", "absent"},
 			WrittenAt: map[string]int{"a": 3, "b": 3, "c": 7, "d": 5, "kept": 2, "absent": 4}}, path, []int{3, 5}},
-		{"no prune, no read", Desired{Analysis: a, ManagedKeys: []string{"a"}, WrittenAt: map[string]int{"a": 3}}, path, nil},
+		{"the path moved past status.version: the older versions of the keys it holds, to carry them", Desired{Analysis: a, Version: 5, ManagedKeys: []string{"a", "b", "c", "kept", "absent"},
+			WrittenAt: map[string]int{"a": 3, "b": 3, "c": 7, "kept": 2, "absent": 4}}, path, []int{2, 3}},
+		{"quiet resync: every record at the path's version, no read", Desired{Analysis: a, Prune: true, Version: 7, ManagedKeys: []string{"kept"}, WrittenAt: map[string]int{"kept": 7}}, path, nil},
+		{"a record left behind (changed by someone) is read again only when the path moves", Desired{Analysis: a, Version: 7, ManagedKeys: []string{"a", "kept"}, WrittenAt: map[string]int{"a": 3, "kept": 7}}, path, nil},
+		{"a record newer than the path (created anew) is read for a prune only", Desired{Analysis: a, Prune: true, Version: 5, ManagedKeys: []string{"a", "kept"}, WrittenAt: map[string]int{"a": 9, "kept": 9}}, path, []int{9}},
 		{"unknown version, no read", Desired{Analysis: a, Prune: true, ManagedKeys: []string{"a"}}, path, nil},
 		{"absent path, no read", Desired{Analysis: a, Prune: true, ManagedKeys: []string{"a"}, WrittenAt: map[string]int{"a": 3}}, &vaultkv.Secret{}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, pruneReads(tc.d, tc.path)); diff != "" {
-				t.Errorf("pruneReads (-want +got):\n%s", diff)
+			if diff := cmp.Diff(tc.want, versionReads(tc.d, tc.path)); diff != "" {
+				t.Errorf("versionReads (-want +got):\n%s", diff)
 			}
 		})
 	}
+}
+
+func TestKeptMessage(t *testing.T) {
+	got := keptMessage([]Kept{
+		{Key: "a", Why: keptChanged},
+		{Key: "b", Why: keptVersionGone(3)},
+		{Key: "c", Why: keptChanged},
+		{Key: "d", Why: keptUnknownVersion},
+	})
+	want := "changed since the controller wrote it: a, c; cannot tell: version 3 is no longer kept: b; cannot tell: recorded by an earlier release without its version: d"
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("keptMessage (-want +got):\n%s", diff)
+	}
+}
+
+// TestManagedStatus: the keys a plan writes are recorded at the version of
+// its write; carried keys at the version it read, and at the version of its
+// write when it writes the data (which holds their value unchanged); a
+// record left behind stays (issue 23, item 2).
+func TestManagedStatus(t *testing.T) {
+	before := []ohmlabv1alpha1.ManagedKey{{Key: "a", Version: 3}, {Key: "b", Version: 3}, {Key: "c", Version: 7}, {Key: "edited", Version: 2}}
+	p := Plan{CAS: 7, ManagedKeys: []string{"a", "b", "c", "edited", "new"}, Carried: []string{"a", "b"}, Actions: []Action{create("new")}}
+	for _, tc := range []struct {
+		name    string
+		p       Plan
+		applied bool
+		version int
+		want    []ohmlabv1alpha1.ManagedKey
+	}{
+		{"no data write: carried to the version read", Plan{CAS: 7, ManagedKeys: []string{"a", "b", "c", "edited"}, Carried: []string{"a", "b"}}, true, 7,
+			[]ohmlabv1alpha1.ManagedKey{{Key: "a", Version: 7}, {Key: "b", Version: 7}, {Key: "c", Version: 7}, {Key: "edited", Version: 2}}},
+		{"a data write: carried on to its version", withData(p), true, 8,
+			[]ohmlabv1alpha1.ManagedKey{{Key: "a", Version: 8}, {Key: "b", Version: 8}, {Key: "c", Version: 8}, {Key: "edited", Version: 2}, {Key: "new", Version: 8}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, managedStatus(tc.p, before, tc.applied, tc.version)); diff != "" {
+				t.Errorf("managedStatus (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func withData(p Plan) Plan {
+	p.Data = m{"written": "tree"}
+	return p
 }
 
 func TestPlanRandError(t *testing.T) {

@@ -91,6 +91,10 @@ type Reconciler struct {
 	// inFlight holds, per object, a data write whose answer was lost.
 	inFlight sync.Map // types.NamespacedName -> inFlight
 	sources  *sources
+
+	// lastWrites holds, per object, this process's writes of it that the
+	// cache may not show yet.
+	lastWrites lastWrites
 }
 
 // outcome is what one reconcile of a live object found and did.
@@ -124,6 +128,8 @@ func (r *Reconciler) Reconcile(parent context.Context, req ctrl.Request) (ctrl.R
 		}
 		return ctrl.Result{}, err
 	}
+	// The cache may not show this process's last writes yet.
+	r.lastWrites.latest(seed)
 	if !r.owns(seed) {
 		// Another shard's: it moved there, and that shard's process
 		// reconciles it.
@@ -164,7 +170,7 @@ func (r *Reconciler) Reconcile(parent context.Context, req ctrl.Request) (ctrl.R
 
 // desiredOf is what the object declares, with the given managed keys.
 func desiredOf(seed *ohmlabv1alpha1.VaultSeed, analysis templating.Analysis, managed []ohmlabv1alpha1.ManagedKey) Desired {
-	d := Desired{Owner: seeds.Owner(seed), Analysis: analysis, Prune: seed.Spec.Prune}
+	d := Desired{Owner: seeds.Owner(seed), Analysis: analysis, Prune: seed.Spec.Prune, Version: int(seed.Status.Version)}
 	if seed.Spec.Rotate != nil {
 		d.RotationToken = seed.Spec.Rotate.Token
 	}
@@ -355,7 +361,7 @@ func deleteRefused(seed *ohmlabv1alpha1.VaultSeed, allowDelete bool) (result, bo
 }
 
 // observeVault reads the path and every path it references, one request each,
-// and the versions a prune compares with (only when one is planned).
+// and the older versions a prune or a carry compares with (versionReads).
 func observeVault(ctx context.Context, kv KVReader, path string, refPaths []string, d Desired) (Observed, error) {
 	own, err := kv.Read(ctx, path)
 	if err != nil {
@@ -367,7 +373,7 @@ func observeVault(ctx context.Context, kv KVReader, path string, refPaths []stri
 			return Observed{}, err
 		}
 	}
-	for _, v := range pruneReads(d, own) {
+	for _, v := range versionReads(d, own) {
 		if o.Written[v], err = kv.ReadVersion(ctx, path, v); err != nil {
 			return Observed{}, err
 		}
@@ -464,25 +470,36 @@ func (r *Reconciler) report(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed,
 		r.unreported.Delete(key)
 		return nil
 	}
-	if err := r.Client.Status().Patch(ctx, updated, client.MergeFrom(seed)); err != nil {
+	// The optimistic lock makes a status computed from a copy that someone
+	// else changed since (another process, a spec edit) fail instead of
+	// replacing what they wrote; the next reconcile computes it again, with
+	// what was written to Vault kept in unreported.
+	if err := r.Client.Status().Patch(ctx, updated, client.MergeFromWithOptions(seed, client.MergeFromWithOptimisticLock{})); err != nil {
 		if out.applied {
 			r.unreported.Store(key, unreported{managedKeys: updated.Status.ManagedKeys})
 		}
 		return fmt.Errorf("patching status: %w", err)
 	}
+	r.lastWrites.wrote(seed.ResourceVersion, updated)
 	r.unreported.Delete(key)
 	return nil
 }
 
 // managedStatus is status.managedKeys after a plan: the keys it wrote at the
-// version of its write, the others at the version they were written before.
+// version of its write, the others at the version they were written before,
+// carried forward to the version the plan read (Plan.Carried) and on to the
+// version of its write, which holds their value unchanged.
 func managedStatus(p Plan, before []ohmlabv1alpha1.ManagedKey, applied bool, version int) []ohmlabv1alpha1.ManagedKey {
 	writtenAt := make(map[string]int64, len(before))
 	for _, m := range before {
 		writtenAt[m.Key] = m.Version
 	}
+	for _, k := range p.Carried {
+		writtenAt[k] = int64(p.CAS)
+	}
+	rewrote := applied && p.Data != nil
 	written := map[string]bool{}
-	if applied && p.Data != nil {
+	if rewrote {
 		for _, a := range p.Actions {
 			if a.Key != "" {
 				written[a.Key] = true
@@ -492,7 +509,7 @@ func managedStatus(p Plan, before []ohmlabv1alpha1.ManagedKey, applied bool, ver
 	out := make([]ohmlabv1alpha1.ManagedKey, 0, len(p.ManagedKeys))
 	for _, k := range p.ManagedKeys {
 		v := writtenAt[k]
-		if written[k] {
+		if written[k] || rewrote && v > 0 && v == int64(p.CAS) {
 			v = int64(version)
 		}
 		if v > 0 {
@@ -514,7 +531,7 @@ func (r *Reconciler) emit(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, o
 			r.Recorder.Eventf(seed, nil, corev1.EventTypeNormal, eventReason(*p), "Write", "%s (KV version %d)", p.Summary(), out.version)
 		}
 		if len(p.Kept) > 0 {
-			r.Recorder.Eventf(seed, nil, corev1.EventTypeNormal, "Kept", "Prune", "kept: changed since the controller wrote it: %s", strings.Join(p.Kept, ", "))
+			r.Recorder.Eventf(seed, nil, corev1.EventTypeNormal, "Kept", "Prune", "kept: %s", keptMessage(p.Kept))
 		}
 	}
 	if !out.failing() {
@@ -587,6 +604,7 @@ func (r *Reconciler) syncFinalizer(ctx context.Context, seed *ohmlabv1alpha1.Vau
 	if err := r.Client.Patch(ctx, seed, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("updating the finalizer of %s: %w", klog.KObj(seed), err)
 	}
+	r.lastWrites.wrote(before.ResourceVersion, seed)
 	return nil
 }
 

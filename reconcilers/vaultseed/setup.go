@@ -195,6 +195,7 @@ func (r *Reconciler) forgetObject(key types.NamespacedName) {
 	r.Generator.Cache.Forget(key.Namespace + "/" + key.Name)
 	r.backoff.Forget(key)
 	r.known.forget(key)
+	r.lastWrites.forget(key)
 	for _, m := range []*sync.Map{&r.unreported, &r.inFlight} {
 		m.Delete(key)
 	}

@@ -86,6 +86,9 @@ type controllerOptions struct {
 	timeout     time.Duration   // of one reconcile; default 2 min
 	kv          vaultkv.KV      // default: a root-token client over the test Vault
 	selector    labels.Selector // the shard's; default: every object
+	// client wraps the manager's client the reconciler reads and writes
+	// through; default: the manager's.
+	client func(client.Client) client.Client
 }
 
 // fixture is one test's controller and namespace.
@@ -125,8 +128,12 @@ func startController(t testing.TB, opts controllerOptions) *fixture {
 	})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(seeds.IndexFields(ctx, mgr)).To(Succeed())
+	c := mgr.GetClient()
+	if opts.client != nil {
+		c = opts.client(c)
+	}
 	r := &Reconciler{
-		Client:       mgr.GetClient(),
+		Client:       c,
 		KV:           f.kv,
 		Generator:    templating.Generator{BcryptCost: 4, Cache: templating.NewHashCache(rand.Reader)},
 		Recorder:     mgr.GetEventRecorder("ohmlab-controller"),

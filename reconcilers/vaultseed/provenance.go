@@ -1,0 +1,108 @@
+package vaultseed
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/ohmlab/ohmlab-controller/templating"
+	"github.com/ohmlab/ohmlab-controller/vaultkv"
+)
+
+// Provenance of the managed keys (issue 23, item 2): status.managedKeys
+// records, for each key, a KV version that holds the value the controller
+// wrote, and a prune compares the current value with the value at that
+// version (product document, "Pruning"). Vault keeps only max_versions
+// versions of a path, so the recorded version is carried forward while
+// both versions still read and hold the same value: status stays free of
+// values and digests, and a key nobody changed can be pruned after any
+// number of later versions.
+
+// Kept is a managed key that a prune leaves on the path, and why.
+type Kept struct {
+	Key string
+	// Why is keptChanged, keptUnknownVersion or keptVersionGone's text.
+	Why string
+}
+
+const (
+	keptChanged = "changed since the controller wrote it"
+	// keptUnknownVersion: status.managedKeys of the first release named the
+	// keys without their version.
+	keptUnknownVersion = "cannot tell: recorded by an earlier release without its version"
+)
+
+// keptVersionGone is why a key whose recorded version Vault no longer
+// keeps (max_versions, delete_version_after, a destroyed version) is kept.
+func keptVersionGone(version int) string {
+	return fmt.Sprintf("cannot tell: version %d is no longer kept", version)
+}
+
+// keptMessage groups kept keys by why, for the Kept event: "changed since
+// the controller wrote it: a, b; cannot tell: version 3 is no longer kept:
+// c". It names keys, never values.
+func keptMessage(kept []Kept) string {
+	byWhy := map[string][]string{}
+	var whys []string
+	for _, k := range kept {
+		if _, seen := byWhy[k.Why]; !seen {
+			whys = append(whys, k.Why)
+		}
+		byWhy[k.Why] = append(byWhy[k.Why], k.Key)
+	}
+	parts := make([]string, len(whys))
+	for i, why := range whys {
+		parts[i] = why + ": " + strings.Join(byWhy[why], ", ")
+	}
+	return strings.Join(parts, "; ")
+}
+
+// carried returns the managed keys (sorted) that the plan does not write
+// and whose recorded version, older than the version read, holds the same
+// value as the version read: their record moves up to it. A key whose value
+// differs was changed by someone since the controller wrote it: its record
+// stays where it is, so it is never pruned and a prune says why
+// (keptChanged while that version is kept, keptVersionGone after).
+func carried(d Desired, managed []string, changes []templating.Change, current map[string]any, version int, written map[int]*vaultkv.Secret) []string {
+	h := history{written: written}
+	var out []string
+	for _, k := range managed {
+		v := d.WrittenAt[k]
+		if v <= 0 || v >= version || slices.ContainsFunc(changes, func(c templating.Change) bool { return c.Key == k }) {
+			continue
+		}
+		then, _ := h.at(v)
+		if was, ok := then[k]; ok && reflect.DeepEqual(was, current[k]) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// history is the versions of a path that a reconcile read, flattened once
+// each.
+type history struct {
+	written map[int]*vaultkv.Secret
+	flat    map[int]versionRead
+}
+
+type versionRead struct {
+	values   map[string]any
+	readable bool
+}
+
+// at returns the flattened tree of a version and whether it could be read.
+func (h *history) at(version int) (map[string]any, bool) {
+	r, ok := h.flat[version]
+	if !ok {
+		if s := h.written[version]; s != nil && s.Exists && !s.Deleted {
+			r = versionRead{values: templating.Flatten(s.Data), readable: true}
+		}
+		if h.flat == nil {
+			h.flat = map[int]versionRead{}
+		}
+		h.flat[version] = r
+	}
+	return r.values, r.readable
+}
