@@ -3,7 +3,6 @@ package vaultseed
 import (
 	"context"
 	"hash/fnv"
-	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -195,7 +194,5 @@ func (r *Reconciler) forgetObject(key types.NamespacedName) {
 	r.Generator.Cache.Forget(key.Namespace + "/" + key.Name)
 	r.backoff.Forget(key)
 	r.known.forget(key)
-	for _, m := range []*sync.Map{&r.unreported, &r.inFlight} {
-		m.Delete(key)
-	}
+	r.unreported.Delete(key)
 }
