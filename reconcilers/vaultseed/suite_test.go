@@ -86,6 +86,7 @@ type controllerOptions struct {
 	timeout     time.Duration   // of one reconcile; default 2 min
 	kv          vaultkv.KV      // default: a root-token client over the test Vault
 	selector    labels.Selector // the shard's; default: every object
+	namespace   string          // another fixture's, to run a second process on it; default: a new one
 }
 
 // fixture is one test's controller and namespace.
@@ -96,6 +97,8 @@ type fixture struct {
 	metrics *prometheus.Registry
 	logs    *syncBuffer
 	r       *Reconciler
+	// cancel stops the manager without waiting, as a killed process stops.
+	cancel context.CancelFunc
 }
 
 // startController creates a namespace for the test and runs a manager with
@@ -105,7 +108,10 @@ func startController(t testing.TB, opts controllerOptions) *fixture {
 	startServers(t)
 	g := NewWithT(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	ns := uniqueNamespace(t)
+	ns := opts.namespace
+	if ns == "" {
+		ns = uniqueNamespace(t)
+	}
 	g.Expect(cp.EnsureNamespace(ctx, ns)).To(Succeed())
 	if opts.resync == 0 {
 		opts.resync = time.Hour
@@ -113,7 +119,7 @@ func startController(t testing.TB, opts controllerOptions) *fixture {
 	if opts.kv == nil {
 		opts.kv = rootKV(t)
 	}
-	f := &fixture{t: t, ns: ns, kv: &spyKV{KV: opts.kv}, metrics: prometheus.NewRegistry(), logs: &syncBuffer{}}
+	f := &fixture{t: t, ns: ns, kv: &spyKV{KV: opts.kv}, metrics: prometheus.NewRegistry(), logs: &syncBuffer{}, cancel: cancel}
 	logger := zapr.NewLogger(zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(f.logs), zap.DebugLevel)))
 	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
 		Scheme:                 cp.Scheme,
