@@ -88,6 +88,12 @@ const (
 	OwnerMetadataKey = "ohmlab.fr/owner"
 	// RotationTokenMetadataKey holds the last rotate.token applied.
 	RotationTokenMetadataKey = "ohmlab.fr/rotation-token"
+	// WriteMetadataKey holds the record of the controller's last data write
+	// on the path, merged before that write: the KV version it creates, its
+	// rotation token and its actions with their key names, never a value
+	// (issue 23, item 6). A record longer than one custom_metadata value
+	// continues under WriteMetadataKey + "-2", "-3"...
+	WriteMetadataKey = "ohmlab.fr/write"
 )
 
 // CRDRevisionAnnotation on the CRD carries the source revision it was built

@@ -22,8 +22,9 @@ type planInput struct {
 	// managed returns status.managedKeys as the caller knows them.
 	managed func() []ohmlabv1alpha1.ManagedKey
 	// landed, when set, is given the path as read, before planning, and
-	// says whether that changed what managed returns (Reconciler.landed).
-	landed func(path *vaultkv.Secret) bool
+	// returns the recorded write it reported or whose rotation token is left
+	// to record, nil when none (Reconciler.landed).
+	landed func(path *vaultkv.Secret) *intent
 	// allowDelete is the target's allowDelete.
 	allowDelete bool
 	gen         templating.Generator
@@ -71,8 +72,11 @@ func observePlan(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, in planInp
 	if err != nil {
 		return planned{}, readError{err}
 	}
-	if in.landed != nil && in.landed(observed.Path) {
-		desired = desiredOf(seed, analysis, in.managed())
+	if in.landed != nil {
+		if w := in.landed(observed.Path); w != nil {
+			observed.LandedToken = w.Token
+			desired = desiredOf(seed, analysis, in.managed())
+		}
 	}
 	p, err := plan(desired, observed, in.gen)
 	if err != nil {

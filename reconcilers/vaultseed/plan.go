@@ -93,6 +93,10 @@ type Observed struct {
 	// compares with ([versionReads]), by version. A version missing from
 	// the map is one that was not read or can no longer be read.
 	Written map[int]*vaultkv.Secret
+	// LandedToken is the rotation token of a recorded write that landed
+	// (intent.go): the keys it rotated are written, its token is not
+	// recorded yet. "" when none.
+	LandedToken string
 }
 
 // Plan is what a reconcile does to one path. It holds values only in Data,
@@ -221,8 +225,14 @@ func plan(d Desired, o Observed, g templating.Generator) (Plan, error) {
 
 	var regenerate []string
 	if owner != "" && d.RotationToken != "" && path.CustomMetadata[ohmlabv1alpha1.RotationTokenMetadataKey] != d.RotationToken {
-		regenerate = d.Analysis.RotationKeys
 		p.RecordToken = d.RotationToken
+		// A write that rotated for this token landed and its token record
+		// did not (its process stopped, or another process under another
+		// Lease is about to record it): record it, never rotate twice
+		// (issue 23, item 7).
+		if o.LandedToken != d.RotationToken {
+			regenerate = d.Analysis.RotationKeys
+		}
 	}
 
 	current := templating.Flatten(path.Data)

@@ -284,7 +284,9 @@ type planCase struct {
 	path    *vaultkv.Secret
 	refs    map[string]*vaultkv.Secret
 	written map[int]*vaultkv.Secret
-	want    Plan
+	// landedToken is Observed.LandedToken.
+	landedToken string
+	want        Plan
 }
 
 func runPlanCases(t *testing.T, cases []planCase) {
@@ -292,7 +294,9 @@ func runPlanCases(t *testing.T, cases []planCase) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			d := desired(t, tc.spec)
-			got, err := plan(d, observe(&d, tc.path, tc.refs, tc.written), testGen())
+			o := observe(&d, tc.path, tc.refs, tc.written)
+			o.LandedToken = tc.landedToken
+			got, err := plan(d, o, testGen())
 			if err != nil {
 				t.Fatalf("plan: %v", err)
 			}
@@ -626,6 +630,18 @@ func TestPlan(t *testing.T) {
 					"webhook", "https://hooks.example/typed"),
 				CAS:         5,
 				RecordToken: "t2",
+				ManagedKeys: keycloakKeys,
+			},
+		},
+		{
+			name:        "rotation whose write landed with its token left to record: the token is recorded, nothing rotates again",
+			spec:        spec{data: keycloak(), rotate: rotation, managed: keycloakKeys},
+			path:        ours(6, seeded(hashStored), tokenKey, "2026-01-01"),
+			landedToken: "2026-10-12",
+			want: Plan{
+				Actions:     []Action{actRecordToken},
+				CAS:         6,
+				RecordToken: "2026-10-12",
 				ManagedKeys: keycloakKeys,
 			},
 		},

@@ -6,9 +6,7 @@
 package vaultseed
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -88,9 +86,7 @@ type Reconciler struct {
 	// unreported holds, per object, what was written but not yet recorded
 	// in status.
 	unreported sync.Map // types.NamespacedName -> unreported
-	// inFlight holds, per object, a data write whose answer was lost.
-	inFlight sync.Map // types.NamespacedName -> inFlight
-	sources  *sources
+	sources    *sources
 
 	// lastWrites holds, per object, this process's writes of it that the
 	// cache may not show yet.
@@ -200,7 +196,7 @@ func (r *Reconciler) sync(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed) (
 		kv:          r.sources.reader(r.KV, seed.Spec.Path, func() bool { return r.referenced(ctx, seed.Spec.Path) }, func() { r.notifyDependents(ctx, seed.Spec.Path) }),
 		ring:        func(obj templating.Object) (string, error) { return r.cycle(ctx, seed, obj) },
 		managed:     func() []ohmlabv1alpha1.ManagedKey { return r.managed(seed) },
-		landed:      func(path *vaultkv.Secret) bool { return r.landed(ctx, seed, path) },
+		landed:      func(path *vaultkv.Secret) *intent { return r.landed(ctx, seed, path) },
 		allowDelete: r.AllowDelete,
 		gen:         gen,
 	}
@@ -225,11 +221,6 @@ func (r *Reconciler) sync(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed) (
 			continue
 		}
 		out := outcome{plan: &p, applied: applied, version: version}
-		if err != nil && !applied && p.Data != nil && errors.Is(err, vaultkv.ErrUnavailable) {
-			// The write may have landed with its answer lost: the next read
-			// tells (landed).
-			r.inFlight.Store(client.ObjectKeyFromObject(seed), inFlight{plan: p})
-		}
 		if err != nil {
 			// What was written before the failure is still reported.
 			b := backendOutcome(err)
@@ -241,53 +232,6 @@ func (r *Reconciler) sync(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed) (
 	}
 	return outcome{result: waitingResult(ohmlabv1alpha1.ReasonProgressing,
 		fmt.Sprintf("the path changed during each of %d attempts; retrying", maxCASAttempts)), backoff: true}, nil
-}
-
-// inFlight is a data write whose answer never came.
-type inFlight struct {
-	plan Plan
-}
-
-// landed reports a data write whose answer was lost when the path shows it
-// landed: the version after the one it named (read again when someone wrote
-// since) holds exactly the tree it wrote. Its event, metric and managed keys are then recorded as if the
-// answer had come (issue 12, item 4). It says whether it did.
-func (r *Reconciler) landed(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, path *vaultkv.Secret) bool {
-	key := client.ObjectKeyFromObject(seed)
-	v, ok := r.inFlight.LoadAndDelete(key)
-	if !ok {
-		return false
-	}
-	p := v.(inFlight).plan
-	if !path.Exists || path.Version <= p.CAS {
-		return false
-	}
-	written := path
-	if path.Version > p.CAS+1 {
-		// Someone wrote after it: the version it would have made tells.
-		var err error
-		if written, err = r.KV.ReadVersion(ctx, seed.Spec.Path, p.CAS+1); err != nil {
-			ctrl.LoggerFrom(ctx).Info("cannot tell whether a write whose answer was lost landed", "path", seed.Spec.Path, "version", p.CAS+1, "reason", err.Error())
-			return false
-		}
-	}
-	if !written.Exists || written.Deleted || !sameTree(written.Data, p.Data) {
-		return false
-	}
-	r.Metrics.wrote(r.Target, seed.Namespace, seed.Name)
-	r.Recorder.Eventf(seed, nil, corev1.EventTypeNormal, eventReason(p), "Write", "%s (KV version %d)", p.Summary(), written.Version)
-	ctrl.LoggerFrom(ctx).Info("a write whose answer was lost had landed", "path", seed.Spec.Path, "changes", p.Summary(), "version", written.Version)
-	r.unreported.Store(key, unreported{managedKeys: managedStatus(p, r.managed(seed), true, written.Version)})
-	r.notifyDependents(ctx, seed.Spec.Path)
-	return true
-}
-
-// sameTree says whether two KV data trees hold the same values, whatever
-// the Go types of their numbers.
-func sameTree(a, b map[string]any) bool {
-	ja, errA := json.Marshal(a)
-	jb, errB := json.Marshal(b)
-	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }
 
 // planResult is the result of a plan applied without error.
@@ -381,15 +325,20 @@ func observeVault(ctx context.Context, kv KVReader, path string, refPaths []stri
 	return o, nil
 }
 
-// apply writes a plan: metadata (owner marker) first, then the data with
-// check-and-set, then the rotation token, so that a token is recorded only
-// once its keys are written. It returns whether the plan's writes are to be
+// apply writes a plan: metadata (owner marker, and the record of the data
+// write, intent.go) first, then the data with check-and-set, then the
+// rotation token, so that a token is recorded only once its keys are
+// written. It returns whether the plan's writes are to be
 // reported (all done, or the data write landed before a later step
 // failed), and the path's KV version.
 func (r *Reconciler) apply(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, p Plan) (bool, int, error) {
 	path := seed.Spec.Path
-	if p.Mark != nil {
-		if err := r.KV.Mark(ctx, path, p.Mark); err != nil {
+	mark := p.Mark
+	if p.Data != nil {
+		mark = withIntent(p)
+	}
+	if mark != nil {
+		if err := r.KV.Mark(ctx, path, mark); err != nil {
 			return false, 0, err
 		}
 	}

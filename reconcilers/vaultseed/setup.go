@@ -3,7 +3,6 @@ package vaultseed
 import (
 	"context"
 	"hash/fnv"
-	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -196,7 +195,5 @@ func (r *Reconciler) forgetObject(key types.NamespacedName) {
 	r.backoff.Forget(key)
 	r.known.forget(key)
 	r.lastWrites.forget(key)
-	for _, m := range []*sync.Map{&r.unreported, &r.inFlight} {
-		m.Delete(key)
-	}
+	r.unreported.Delete(key)
 }

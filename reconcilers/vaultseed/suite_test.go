@@ -86,6 +86,7 @@ type controllerOptions struct {
 	timeout     time.Duration   // of one reconcile; default 2 min
 	kv          vaultkv.KV      // default: a root-token client over the test Vault
 	selector    labels.Selector // the shard's; default: every object
+	namespace   string          // another fixture's, to run a second process on it; default: a new one
 	// client wraps the manager's client the reconciler reads and writes
 	// through; default: the manager's.
 	client func(client.Client) client.Client
@@ -99,6 +100,8 @@ type fixture struct {
 	metrics *prometheus.Registry
 	logs    *syncBuffer
 	r       *Reconciler
+	// cancel stops the manager without waiting, as a killed process stops.
+	cancel context.CancelFunc
 }
 
 // startController creates a namespace for the test and runs a manager with
@@ -108,7 +111,10 @@ func startController(t testing.TB, opts controllerOptions) *fixture {
 	startServers(t)
 	g := NewWithT(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	ns := uniqueNamespace(t)
+	ns := opts.namespace
+	if ns == "" {
+		ns = uniqueNamespace(t)
+	}
 	g.Expect(cp.EnsureNamespace(ctx, ns)).To(Succeed())
 	if opts.resync == 0 {
 		opts.resync = time.Hour
@@ -116,7 +122,7 @@ func startController(t testing.TB, opts controllerOptions) *fixture {
 	if opts.kv == nil {
 		opts.kv = rootKV(t)
 	}
-	f := &fixture{t: t, ns: ns, kv: &spyKV{KV: opts.kv}, metrics: prometheus.NewRegistry(), logs: &syncBuffer{}}
+	f := &fixture{t: t, ns: ns, kv: &spyKV{KV: opts.kv}, metrics: prometheus.NewRegistry(), logs: &syncBuffer{}, cancel: cancel}
 	logger := zapr.NewLogger(zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(f.logs), zap.DebugLevel)))
 	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
 		Scheme:                 cp.Scheme,

@@ -2,9 +2,11 @@
 // servers (issue 12, item 9): Vault stopped, sealed or restarted, the
 // controller killed, the kube-apiserver restarted, each at the owner marker,
 // the data write and the token record. Every case must converge to Ready,
-// keep every hand edit, and create at most one KV version beyond a clean run
-// of the same object; 1,000 hand edits raced against reconciles must all
-// survive.
+// keep every hand edit, create at most one KV version beyond a clean run
+// of the same object, and end with the clean run's status.managedKeys and
+// an event for each write they name, even when the writer was killed
+// (issue 23, item 6); 1,000 hand edits raced against reconciles, with
+// controller writes among them, must all survive.
 //
 // The parts are real: the built controller (two processes sharing the
 // Lease, replaced when they exit), a Vault with file storage behind
@@ -35,6 +37,8 @@ import (
 	"time"
 
 	vaultapi "github.com/hashicorp/vault/api"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -261,6 +265,9 @@ type row struct {
 	// once converged.
 	managed       []string
 	statusVersion int
+	// unevented are the versions of status.managedKeys whose write has no
+	// event.
+	unevented []int
 	// writerExited: the process that made the faulted request has exited.
 	writerExited bool
 	status       string
@@ -298,18 +305,18 @@ func TestFaults(t *testing.T) {
 					r.fail("%d KV versions beyond the clean run (%d)", r.got-r.clean, r.clean)
 				}
 				// A process that exits before its status write (killed, or
-				// its Lease lost while the kube-apiserver was down) takes
-				// what it wrote with it: the next Lease holder cannot tell
-				// its keys from a person's, and an object that lost its
-				// status prunes nothing. Only a surviving writer must report
-				// its write (issue 12, item 4).
-				if !r.writerExited {
-					if !slices.Equal(r.managed, clean.managed) {
-						r.fail("status.managedKeys %v, clean run %v", r.managed, clean.managed)
-					}
-					if r.statusVersion != r.got {
-						r.fail("status.version %d, the path is at KV version %d", r.statusVersion, r.got)
-					}
+				// its Lease lost while the kube-apiserver was down) leaves
+				// the record of its write on the path: the next Lease
+				// holder reports it (issue 23, item 6), as a surviving
+				// writer does (issue 12, item 4).
+				if !slices.Equal(r.managed, clean.managed) {
+					r.fail("status.managedKeys %v, clean run %v", r.managed, clean.managed)
+				}
+				if r.statusVersion != r.got {
+					r.fail("status.version %d, the path is at KV version %d", r.statusVersion, r.got)
+				}
+				for _, v := range r.unevented {
+					r.fail("no event of the write of KV version %d, which status.managedKeys names", v)
 				}
 				for _, p := range r.problems {
 					t.Error(p)
@@ -436,13 +443,47 @@ func (s *suite) run(t *testing.T, st step, f fault, r *row) {
 	if err := s.env.CP.Client.Get(ctx, client.ObjectKeyFromObject(seed), got); err != nil {
 		t.Fatal(err)
 	}
+	versions := map[int]bool{}
 	for _, k := range got.Status.ManagedKeys {
 		r.managed = append(r.managed, k.Key)
+		versions[int(k.Version)] = true
 	}
+	r.unevented = s.unevented(ctx, name, versions)
 	r.statusVersion = int(got.Status.Version)
 	r.status = fmt.Sprintf("%v, v%d", r.managed, r.statusVersion)
 	if r.writerExited = wrote != nil && wrote.Exited(); r.writerExited {
 		r.status += " (writer exited)"
+	}
+}
+
+var writeEventNote = regexp.MustCompile(`\(KV version (\d+)\)$`)
+
+// unevented returns the versions that no Normal event of the object names
+// as written ("... (KV version N)"), waiting for the events a while: they
+// are sent apart from the status.
+func (s *suite) unevented(ctx context.Context, name string, versions map[int]bool) []int {
+	var missing []int
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Second) {
+		evented := map[int]bool{}
+		var list eventsv1.EventList
+		if err := s.env.CP.Client.List(ctx, &list, client.InNamespace(e2e.SeedNamespace)); err == nil {
+			for _, e := range list.Items {
+				if m := writeEventNote.FindStringSubmatch(e.Note); e.Regarding.Name == name && e.Type == corev1.EventTypeNormal && m != nil {
+					v, _ := strconv.Atoi(m[1])
+					evented[v] = true
+				}
+			}
+		}
+		missing = missing[:0]
+		for v := range versions {
+			if !evented[v] {
+				missing = append(missing, v)
+			}
+		}
+		if len(missing) == 0 || time.Now().After(deadline) {
+			slices.Sort(missing)
+			return missing
+		}
 	}
 }
 
@@ -586,8 +627,18 @@ func (s *suite) race(t *testing.T, r *row) {
 			conflicts++
 		}
 	}
+	// The versions made while the edits went on, beyond the edits: the
+	// controller's writes in the window. Without any, nothing raced.
+	window, err := kv.Get(ctx, rest)
+	if err != nil {
+		t.Fatal(err)
+	}
 	close(stop)
 	driver.Wait()
+	duringEdits := window.VersionMetadata.Version - start.VersionMetadata.Version - edits
+	if duringEdits < 1 {
+		t.Errorf("the controller wrote nothing during the %d edits (%d token changes): no race", edits, rotations)
+	}
 	token := seed.Spec.Rotate.Token
 	r.converged = s.converge(ctx, seed, token, map[string]string{"webhook": "hand value " + strconv.Itoa(edits-1)})
 	if !r.converged {
@@ -615,7 +666,7 @@ func (s *suite) race(t *testing.T, r *row) {
 		casMismatches = strconv.Itoa(casMismatchesOf(c) - mismatchesBefore)
 	}
 	r.got = sec.VersionMetadata.Version
-	r.status = fmt.Sprintf("%d token changes, %d controller writes, %s controller cas mismatches, %d writer cas retries", rotations, controllerWrites, casMismatches, conflicts)
+	r.status = fmt.Sprintf("%d token changes, %d controller writes (%d during the edits), %s controller cas mismatches, %d writer cas retries", rotations, controllerWrites, duringEdits, casMismatches, conflicts)
 	t.Logf("race: %s; %d/%d hand edits kept", r.status, r.kept, r.hand)
 }
 

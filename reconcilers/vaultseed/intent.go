@@ -1,0 +1,291 @@
+package vaultseed
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"unicode/utf16"
+
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+	"github.com/ohmlab/ohmlab-controller/internal/seeds"
+	"github.com/ohmlab/ohmlab-controller/templating"
+	"github.com/ohmlab/ohmlab-controller/vaultkv"
+)
+
+// An intent is the record of one data write, merged into the path's
+// custom_metadata (ohmlabv1alpha1.WriteMetadataKey) before the write, in
+// the owner marker's request when there is one (issue 23, items 6 and 7).
+// A process that reads the path at or past the version it names, and whose
+// object's status does not tell of that write (its writer was killed, lost
+// its Lease, or lost the write's answer), reports the write as its writer
+// would have; and a rotation token the write applied is recorded, not
+// rotated a second time. It names keys and versions, never a value.
+type intent struct {
+	// Version is the KV version the write creates: its check-and-set + 1.
+	Version int `json:"version"`
+	// Token is the rotation token recorded after the write, "" when none.
+	Token string `json:"token,omitempty"`
+	// Actions are the write's actions: the keys of each field action, an
+	// empty list for a path action (create, adopt, record-token).
+	Actions map[string][]string `json:"actions,omitempty"`
+	// Unlisted: the keys were too many to record; the record says only
+	// that a write of Version was made, so that nobody reports it on a
+	// guess.
+	Unlisted bool `json:"unlisted,omitempty"`
+}
+
+// maxIntentParts bounds the custom_metadata values one record takes: 8 of
+// Vault's 512 bytes hold a few hundred key names, and leave the rest of
+// Vault's 64 keys to the path's other custom_metadata.
+const maxIntentParts = 8
+
+// intentOf is the record of p's data write.
+func intentOf(p Plan) intent {
+	w := intent{Version: p.CAS + 1, Token: p.RecordToken, Actions: map[string][]string{}}
+	for _, a := range p.Actions {
+		keys := w.Actions[a.Name]
+		if keys == nil {
+			keys = []string{}
+		}
+		if a.Key != "" {
+			keys = append(keys, a.Key)
+		}
+		w.Actions[a.Name] = keys
+	}
+	return w
+}
+
+// intentKey is the custom_metadata key of a record's part i (from 0).
+func intentKey(i int) string {
+	if i == 0 {
+		return ohmlabv1alpha1.WriteMetadataKey
+	}
+	return fmt.Sprintf("%s-%d", ohmlabv1alpha1.WriteMetadataKey, i+1)
+}
+
+// metadata is the record as custom_metadata: JSON in printable ASCII (Vault
+// refuses unprintable characters), cut into values of Vault's size. A
+// record too long for maxIntentParts values becomes Unlisted.
+func (w intent) metadata() map[string]string {
+	s := asciiJSON(w)
+	if len(s) > maxIntentParts*vaultkv.MaxMetadataValueBytes {
+		s = asciiJSON(intent{Version: w.Version, Unlisted: true})
+	}
+	md := map[string]string{}
+	for i := 0; s != ""; i++ {
+		n := min(len(s), vaultkv.MaxMetadataValueBytes)
+		md[intentKey(i)] = s[:n]
+		s = s[n:]
+	}
+	return md
+}
+
+// asciiJSON is v as JSON with every non-ASCII character escaped.
+func asciiJSON(v any) string {
+	// An intent holds strings and ints only: Marshal cannot fail.
+	b, _ := json.Marshal(v)
+	var out strings.Builder
+	for _, r := range string(b) {
+		if r < 0x80 {
+			out.WriteRune(r)
+			continue
+		}
+		if r1, r2 := utf16.EncodeRune(r); r1 != '\uFFFD' {
+			fmt.Fprintf(&out, `\u%04x\u%04x`, r1, r2)
+		} else {
+			fmt.Fprintf(&out, `\u%04x`, r)
+		}
+	}
+	return out.String()
+}
+
+// recordedIntent returns the record a path's custom_metadata holds. Its
+// parts are read in order until they make a JSON object: a part left over
+// from a longer record written earlier is never reached, since the object
+// of a record closes in its last part. ok is false without a record, or
+// when it does not parse (edited by hand).
+func recordedIntent(md map[string]string) (intent, bool) {
+	var s strings.Builder
+	for i := range maxIntentParts {
+		part, ok := md[intentKey(i)]
+		if !ok {
+			break
+		}
+		s.WriteString(part)
+		var w intent
+		if json.Unmarshal([]byte(s.String()), &w) == nil && w.Version > 0 {
+			return w, true
+		}
+	}
+	return intent{}, false
+}
+
+// reported says whether the object's status already tells of the write:
+// status.version at or past it, or status.managedKeys holding the keys it
+// wrote at its version and not the keys it pruned.
+func (w intent) reported(statusVersion int64, managed []ohmlabv1alpha1.ManagedKey) bool {
+	if statusVersion >= int64(w.Version) {
+		return true
+	}
+	if w.Unlisted {
+		return false
+	}
+	at := make(map[string]int64, len(managed))
+	for _, m := range managed {
+		at[m.Key] = m.Version
+	}
+	for name, keys := range w.Actions {
+		for _, k := range keys {
+			v, ok := at[k]
+			if name == ActionDeleteField && ok || name != ActionDeleteField && v < int64(w.Version) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// landedIn says whether written, the path's version w.Version, is the
+// recorded write, compared with before, the version it was planned on (nil
+// for a path that had none): the keys it wrote are present and changed,
+// the keys it pruned are gone, and no other key changed. A version that a
+// person wrote instead (the write's check-and-set then failed) changes
+// other keys or leaves a recorded key as it was.
+func (w intent) landedIn(written, before *vaultkv.Secret) bool {
+	if w.Unlisted || written == nil || !written.Exists || written.Deleted || written.Version != w.Version {
+		return false
+	}
+	var was map[string]any
+	if before != nil {
+		if !before.Exists || before.Deleted {
+			return false
+		}
+		was = before.Data
+	}
+	now, then := templating.Flatten(written.Data), templating.Flatten(was)
+	recorded := map[string]bool{}
+	for name, keys := range w.Actions {
+		for _, k := range keys {
+			recorded[k] = true
+			old, had := then[k]
+			v, has := now[k]
+			if name == ActionDeleteField && has || name != ActionDeleteField && (!has || had && reflect.DeepEqual(old, v)) {
+				return false
+			}
+		}
+	}
+	for _, tree := range []map[string]any{now, then} {
+		for k := range tree {
+			if !recorded[k] && !reflect.DeepEqual(now[k], then[k]) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// plan is the part of the recorded write's plan that its report needs:
+// actions (the token record only when the path shows it) and the managed
+// keys after it, from the managed keys before.
+func (w intent) plan(tokenRecorded bool, managed []ohmlabv1alpha1.ManagedKey) Plan {
+	// Data is set (empty) so that managedStatus counts the keys as written.
+	p := Plan{CAS: w.Version - 1, Data: map[string]any{}}
+	names := map[string]bool{}
+	for _, m := range managed {
+		names[m.Key] = true
+	}
+	for name, keys := range w.Actions {
+		if name == ActionRecordToken && !tokenRecorded {
+			continue
+		}
+		if len(keys) == 0 {
+			p.Actions = append(p.Actions, Action{Name: name})
+		}
+		for _, k := range keys {
+			p.Actions = append(p.Actions, Action{Name: name, Key: k})
+			names[k] = name != ActionDeleteField
+		}
+	}
+	sortActions(p.Actions)
+	for k, managed := range names {
+		if managed {
+			p.ManagedKeys = append(p.ManagedKeys, k)
+		}
+	}
+	slices.Sort(p.ManagedKeys)
+	return p
+}
+
+// rotated says whether the write applied the declared rotation token that
+// the path does not carry yet: its keys are rotated, only the token is left
+// to record (issue 23, item 7: a shard move never rotates twice).
+func (w intent) rotated(declared string, path *vaultkv.Secret) bool {
+	return w.Token != "" && w.Token == declared && path.CustomMetadata[ohmlabv1alpha1.RotationTokenMetadataKey] != declared
+}
+
+// landed finds the path at or past the object's recorded write, and
+// returns that write when it landed and either the object's status does not
+// tell of it (it is then reported as its writer would have: event, metric,
+// managed keys) or its rotation token is left to record; nil otherwise. It
+// reads the version the write made when someone wrote since, and the
+// version before it, only then.
+func (r *Reconciler) landed(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, path *vaultkv.Secret) *intent {
+	w, ok := recordedIntent(path.CustomMetadata)
+	if r.ObserveOnly || !ok || !path.Exists || path.Deleted || path.Version < w.Version ||
+		path.CustomMetadata[ohmlabv1alpha1.OwnerMetadataKey] != seeds.Owner(seed) {
+		return nil
+	}
+	var declared string
+	if seed.Spec.Rotate != nil {
+		declared = seed.Spec.Rotate.Token
+	}
+	reported := w.reported(seed.Status.Version, r.managed(seed))
+	if reported && !w.rotated(declared, path) {
+		return nil
+	}
+	log := ctrl.LoggerFrom(ctx).WithValues("path", seed.Spec.Path, "version", w.Version)
+	if w.Unlisted {
+		log.Info("cannot tell which keys an unreported write named: they were too many to record, so they stay unmanaged")
+		return nil
+	}
+	written, before := path, (*vaultkv.Secret)(nil)
+	var err error
+	if path.Version > w.Version {
+		written, err = r.KV.ReadVersion(ctx, seed.Spec.Path, w.Version)
+	}
+	if err == nil && w.Version > 1 {
+		before, err = r.KV.ReadVersion(ctx, seed.Spec.Path, w.Version-1)
+	}
+	if err != nil {
+		log.Info("cannot tell whether an unreported write landed", "reason", err.Error())
+		return nil
+	}
+	if !w.landedIn(written, before) {
+		return nil
+	}
+	if !reported {
+		p := w.plan(path.CustomMetadata[ohmlabv1alpha1.RotationTokenMetadataKey] == w.Token, r.managed(seed))
+		r.Metrics.wrote(r.Target, seed.Namespace, seed.Name)
+		r.Recorder.Eventf(seed, nil, corev1.EventTypeNormal, eventReason(p), "Write", "%s (KV version %d)", p.Summary(), w.Version)
+		log.Info("an unreported write had landed", "changes", p.Summary())
+		r.unreported.Store(client.ObjectKeyFromObject(seed), unreported{managedKeys: managedStatus(p, r.managed(seed), true, w.Version)})
+		r.notifyDependents(ctx, seed.Spec.Path)
+	}
+	return &w
+}
+
+// withIntent is the custom_metadata apply merges before p's data write: the
+// plan's own (the owner marker) and the write's record, in one request.
+func withIntent(p Plan) map[string]string {
+	md := intentOf(p).metadata()
+	maps.Copy(md, p.Mark)
+	return md
+}

@@ -1,0 +1,240 @@
+package vaultseed
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"unicode"
+
+	"github.com/google/go-cmp/cmp"
+
+	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+	"github.com/ohmlab/ohmlab-controller/vaultkv"
+)
+
+// manyKeys are n key names of about 40 bytes.
+func manyKeys(n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("clients.grafana-core-%03d.clientSecret", i)
+	}
+	return keys
+}
+
+func TestIntentMetadataRoundTrip(t *testing.T) {
+	tests := []struct {
+		name      string
+		w         intent
+		wantParts int
+		want      intent
+	}{
+		{
+			name:      "a rotation",
+			w:         intent{Version: 7, Token: "2026-10-12", Actions: map[string][]string{ActionRotate: {"admin.password"}, ActionRecordToken: {}}},
+			wantParts: 1,
+		},
+		{
+			name:      "key names past one value continue under numbered keys",
+			w:         intent{Version: 2, Actions: map[string][]string{ActionCreate: {}, ActionCreateField: manyKeys(40)}},
+			wantParts: 4,
+		},
+		{
+			name:      "non-ASCII key names are escaped, so that the values are printable",
+			w:         intent{Version: 3, Actions: map[string][]string{ActionCreateField: {"mot-de-passe-été", "clé-🔑"}}},
+			wantParts: 1,
+		},
+		{
+			name:      "key names past every part: a record without them",
+			w:         intent{Version: 9, Token: "t2", Actions: map[string][]string{ActionCreateField: manyKeys(200)}},
+			wantParts: 1,
+			want:      intent{Version: 9, Unlisted: true},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			md := tt.w.metadata()
+			if len(md) != tt.wantParts {
+				t.Errorf("%d custom_metadata keys, want %d", len(md), tt.wantParts)
+			}
+			if err := vaultkv.ValidateMetadata(md); err != nil {
+				t.Error(err)
+			}
+			for k, v := range md {
+				if strings.IndexFunc(v, func(r rune) bool { return r > unicode.MaxASCII || !unicode.IsPrint(r) }) >= 0 {
+					t.Errorf("the value of %s is not printable ASCII", k)
+				}
+			}
+			want := tt.want
+			if want.Version == 0 {
+				want = tt.w
+			}
+			got, ok := recordedIntent(md)
+			if !ok {
+				t.Fatal("the record does not read back")
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("read back (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestRecordedIntent(t *testing.T) {
+	long := intent{Version: 4, Actions: map[string][]string{ActionCreateField: manyKeys(40)}}.metadata()
+	short := intent{Version: 5, Actions: map[string][]string{ActionUpdateField: {"a"}}}.metadata()
+	// A shorter record merged over a longer one leaves its later parts.
+	over := map[string]string{}
+	for k, v := range long {
+		over[k] = v
+	}
+	for k, v := range short {
+		over[k] = v
+	}
+	tests := []struct {
+		name   string
+		md     map[string]string
+		want   intent
+		wantOK bool
+	}{
+		{name: "none", md: map[string]string{ohmlabv1alpha1.OwnerMetadataKey: "ns/app"}},
+		{name: "a shorter record over a longer one", md: over, want: intent{Version: 5, Actions: map[string][]string{ActionUpdateField: {"a"}}}, wantOK: true},
+		{name: "a part missing", md: map[string]string{intentKey(0): long[intentKey(0)], intentKey(2): long[intentKey(2)]}},
+		{name: "edited by hand", md: map[string]string{ohmlabv1alpha1.WriteMetadataKey: "7;t2;admin.password"}},
+		{name: "no version", md: map[string]string{ohmlabv1alpha1.WriteMetadataKey: `{"token":"t2"}`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := recordedIntent(tt.md)
+			if ok != tt.wantOK {
+				t.Fatalf("ok = %v, want %v", ok, tt.wantOK)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestIntentReported(t *testing.T) {
+	w := intent{Version: 6, Actions: map[string][]string{ActionCreateField: {"a"}, ActionRotate: {"b"}, ActionDeleteField: {"gone"}}}
+	mk := func(kv ...any) []ohmlabv1alpha1.ManagedKey {
+		var out []ohmlabv1alpha1.ManagedKey
+		for i := 0; i < len(kv); i += 2 {
+			out = append(out, ohmlabv1alpha1.ManagedKey{Key: kv[i].(string), Version: int64(kv[i+1].(int))})
+		}
+		return out
+	}
+	tests := []struct {
+		name          string
+		w             intent
+		statusVersion int64
+		managed       []ohmlabv1alpha1.ManagedKey
+		want          bool
+	}{
+		{name: "status.version before it, keys at an older version", w: w, statusVersion: 5, managed: mk("a", 5, "b", 5, "gone", 3)},
+		{name: "status.version at it", w: w, statusVersion: 6, want: true},
+		{name: "status.version past it", w: w, statusVersion: 9, want: true},
+		{name: "managed keys at its version, the pruned one gone", w: w, statusVersion: 5, managed: mk("a", 6, "b", 6), want: true},
+		{name: "managed keys at its version, the pruned one still listed", w: w, statusVersion: 5, managed: mk("a", 6, "b", 6, "gone", 3)},
+		{name: "an unlisted record, status.version before it", w: intent{Version: 6, Unlisted: true}, statusVersion: 5},
+		{name: "an unlisted record, status.version at it", w: intent{Version: 6, Unlisted: true}, statusVersion: 6, want: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.w.reported(tt.statusVersion, tt.managed); got != tt.want {
+				t.Errorf("reported = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestIntentLandedIn(t *testing.T) {
+	at := func(version int, data m) *vaultkv.Secret {
+		return &vaultkv.Secret{Exists: true, Version: version, Data: data}
+	}
+	create := intent{Version: 1, Actions: map[string][]string{ActionCreate: {}, ActionCreateField: {"admin.password", "user"}}}
+	rotation := intent{Version: 5, Token: "t2", Actions: map[string][]string{ActionRotate: {"admin.password"}, ActionRecordToken: {}}}
+	prune := intent{Version: 3, Actions: map[string][]string{ActionDeleteField: {"old"}, ActionCreateField: {"new"}}}
+	tests := []struct {
+		name            string
+		w               intent
+		written, before *vaultkv.Secret
+		want            bool
+	}{
+		{name: "a create", w: create, written: at(1, m{"admin": m{"password": "x"}, "user": "admin"}), want: true},
+		{name: "a person created the path instead, with a key of their own", w: create,
+			written: at(1, m{"admin": m{"password": "x"}, "user": "admin", "note": "typed"})},
+		{name: "a person created the path instead, without a recorded key", w: create, written: at(1, m{"user": "admin"})},
+		{name: "a rotation", w: rotation, written: at(5, m{"admin": m{"password": "new"}, "hand": "h"}), before: at(4, m{"admin": m{"password": "old"}, "hand": "h"}), want: true},
+		{name: "a person's write instead of the rotation: the rotated key unchanged", w: rotation,
+			written: at(5, m{"admin": m{"password": "old"}, "hand": "edited"}), before: at(4, m{"admin": m{"password": "old"}, "hand": "h"})},
+		{name: "a person's write instead of the rotation: another key changed too", w: rotation,
+			written: at(5, m{"admin": m{"password": "typed"}, "hand": "edited"}), before: at(4, m{"admin": m{"password": "old"}, "hand": "h"})},
+		{name: "a prune", w: prune, written: at(3, m{"new": "n", "keep": "k"}), before: at(2, m{"old": "o", "keep": "k"}), want: true},
+		{name: "the pruned key still there", w: prune, written: at(3, m{"new": "n", "old": "o"}), before: at(2, m{"old": "o"})},
+		{name: "a key of the version before gone", w: prune, written: at(3, m{"new": "n"}), before: at(2, m{"old": "o", "keep": "k"})},
+		{name: "the version before no longer kept", w: rotation, written: at(5, m{"admin": m{"password": "new"}}), before: &vaultkv.Secret{}},
+		{name: "the version before deleted", w: rotation, written: at(5, m{"admin": m{"password": "new"}}), before: &vaultkv.Secret{Exists: true, Version: 4, Deleted: true}},
+		{name: "the written version deleted", w: rotation, written: &vaultkv.Secret{Exists: true, Version: 5, Deleted: true}, before: at(4, m{"admin": m{"password": "old"}})},
+		{name: "another version", w: rotation, written: at(6, m{"admin": m{"password": "new"}}), before: at(4, m{"admin": m{"password": "old"}})},
+		{name: "an unlisted record", w: intent{Version: 5, Unlisted: true}, written: at(5, m{"a": "b"}), before: at(4, m{})},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.w.landedIn(tt.written, tt.before); got != tt.want {
+				t.Errorf("landedIn = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestIntentPlan(t *testing.T) {
+	rotation := intent{Version: 5, Token: "t2", Actions: map[string][]string{ActionUpdateField: {"admin.passwordHashed"}, ActionRotate: {"admin.password"}, ActionRecordToken: {}}}
+	before := []ohmlabv1alpha1.ManagedKey{{Key: "admin.password", Version: 2}, {Key: "admin.passwordHashed", Version: 2}, {Key: "old", Version: 2}, {Key: "user", Version: 2}}
+	tests := []struct {
+		name          string
+		w             intent
+		tokenRecorded bool
+		wantSummary   string
+		wantReason    string
+		wantManaged   []ohmlabv1alpha1.ManagedKey
+	}{
+		{name: "a rotation whose token is recorded", w: rotation, tokenRecorded: true,
+			wantSummary: "1 update-field (admin.passwordHashed), 1 rotate (admin.password), 1 record-token", wantReason: "Rotated",
+			wantManaged: []ohmlabv1alpha1.ManagedKey{{Key: "admin.password", Version: 5}, {Key: "admin.passwordHashed", Version: 5}, {Key: "old", Version: 2}, {Key: "user", Version: 2}}},
+		{name: "a rotation whose token is not recorded yet", w: rotation,
+			wantSummary: "1 update-field (admin.passwordHashed), 1 rotate (admin.password)", wantReason: "Rotated",
+			wantManaged: []ohmlabv1alpha1.ManagedKey{{Key: "admin.password", Version: 5}, {Key: "admin.passwordHashed", Version: 5}, {Key: "old", Version: 2}, {Key: "user", Version: 2}}},
+		{name: "an adoption that creates keys and prunes one", w: intent{Version: 5, Actions: map[string][]string{ActionAdopt: {}, ActionCreateField: {"new"}, ActionDeleteField: {"old"}}},
+			wantSummary: "1 adopt, 1 create-field (new), 1 delete-field (old)", wantReason: "Adopted",
+			wantManaged: []ohmlabv1alpha1.ManagedKey{{Key: "admin.password", Version: 2}, {Key: "admin.passwordHashed", Version: 2}, {Key: "new", Version: 5}, {Key: "user", Version: 2}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := tt.w.plan(tt.tokenRecorded, before)
+			if got := p.Summary(); got != tt.wantSummary {
+				t.Errorf("summary %q, want %q", got, tt.wantSummary)
+			}
+			if got := eventReason(p); got != tt.wantReason {
+				t.Errorf("event reason %q, want %q", got, tt.wantReason)
+			}
+			if diff := cmp.Diff(tt.wantManaged, managedStatus(p, before, true, tt.w.Version)); diff != "" {
+				t.Errorf("managed keys (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestIntentOfPlan: the record of a plan names its version, token and
+// actions, and apply merges it with the owner marker in one request.
+func TestIntentOfPlan(t *testing.T) {
+	p := Plan{CAS: 0, Actions: []Action{actCreate, create("a"), create("b")}, Mark: md(ownerKey, testOwner, tokenKey, "t1"), Data: m{"a": "1", "b": "2"}}
+	want := intent{Version: 1, Actions: map[string][]string{ActionCreate: {}, ActionCreateField: {"a", "b"}}}
+	if diff := cmp.Diff(want, intentOf(p)); diff != "" {
+		t.Errorf("intent (-want +got):\n%s", diff)
+	}
+	wantMark := md(ownerKey, testOwner, tokenKey, "t1", ohmlabv1alpha1.WriteMetadataKey, `{"version":1,"actions":{"create":[],"create-field":["a","b"]}}`)
+	if diff := cmp.Diff(wantMark, withIntent(p)); diff != "" {
+		t.Errorf("mark (-want +got):\n%s", diff)
+	}
+}
