@@ -17,8 +17,9 @@ import (
 
 // A source that no object manages (written only through the Vault API)
 // reaches its copy at the dependent's first reconcile after the change
-// (product document, "References": kept equal to its source at every
-// resync; issue 23, item 4), whether it is edited or deleted and re-created.
+// (product document, "What the controller does with a path": a reference
+// is kept equal to its source at every resync; issue 23, item 4), whether
+// it is edited or deleted and re-created.
 func TestCopyFollowsAHandManagedSourceAtTheNextResync(t *testing.T) {
 	tests := []struct {
 		name   string
