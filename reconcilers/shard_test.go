@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/go-logr/logr"
+	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 )
@@ -75,6 +76,37 @@ func TestLoadVaultConfigShard(t *testing.T) {
 			}
 			if got.Shard != tt.shard {
 				t.Errorf("Shard = %q, want %q", got.Shard, tt.shard)
+			}
+		})
+	}
+}
+
+// TestLoadVaultConfigShards: the list of the shards that run keeps the
+// difference between absent (an older chart: nil, the webhook gives no
+// warning of an unrun shard) and empty (no shard runs), and names a bad
+// entry by its index.
+func TestLoadVaultConfigShards(t *testing.T) {
+	const base = "namespaces: [a]\nbackend: {address: x}\n"
+	tests := []struct {
+		name    string
+		section string
+		want    []string
+		wantErr string
+	}{
+		{name: "absent", section: base, want: nil},
+		{name: "empty", section: base + "shards: []\n", want: []string{}},
+		{name: "two shards", section: base + "shards: [a, b]\n", want: []string{"a", "b"}},
+		{name: "not a shard name", section: base + "shards: [a, B]\n", wantErr: `targets.vault.shards[1]: "B" is not a valid shard name`},
+		{name: "an empty name", section: base + `shards: [""]` + "\n", wantErr: "targets.vault.shards[0]: empty: a shard needs a name"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := LoadVaultConfig([]byte(tt.section))
+			if !wantError(t, err, tt.wantErr) {
+				return
+			}
+			if diff := cmp.Diff(tt.want, got.Shards); diff != "" {
+				t.Errorf("Shards = %#v, want %#v", got.Shards, tt.want)
 			}
 		})
 	}

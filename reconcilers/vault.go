@@ -45,6 +45,12 @@ type VaultConfig struct {
 	// ohmlab-controller-vault-<shard>, and serves no webhook. Empty: the
 	// objects without the label, under ohmlab-controller-vault.
 	Shard string `json:"shard,omitempty"`
+	// Shards are the shards the chart runs for the target
+	// (targets.vault.shards), so that the webhook warns of an object
+	// labelled with a shard that no process runs. nil, in a configuration
+	// without the field (an older chart): no such warning, rather than a
+	// false one; empty: no shard runs.
+	Shards []string `json:"shards"`
 	// ResyncPeriod is how often every object is reconciled again.
 	ResyncPeriod metav1.Duration `json:"resyncPeriod"`
 	// Concurrency is the number of objects reconciled at once.
@@ -151,6 +157,13 @@ func LoadVaultConfig(section []byte) (VaultConfig, error) {
 	check(len(cfg.Namespaces) > 0, "namespaces: required: list the namespaces of the VaultSeeds")
 	if err := checkShard("vault", cfg.Shard); err != nil {
 		errs = append(errs, "targets.vault.shard: "+err.Error())
+	}
+	for i, shard := range cfg.Shards {
+		if shard == "" {
+			errs = append(errs, fmt.Sprintf("targets.vault.shards[%d]: empty: a shard needs a name", i))
+		} else if err := checkShard("vault", shard); err != nil {
+			errs = append(errs, fmt.Sprintf("targets.vault.shards[%d]: %v", i, err))
+		}
 	}
 	check(cfg.Backend.Address != "", "backend.address: required")
 	check(cfg.ResyncPeriod.Duration >= time.Second, "resyncPeriod: must be at least 1s")
@@ -264,7 +277,7 @@ func (cfg VaultConfig) NewManager(ctx context.Context, p Process) (manager.Manag
 		return nil, fmt.Errorf("vault: %w", err)
 	}
 	if p.Webhook != nil {
-		if err := webhooks.SetupWithManager(mgr, cfg.Namespaces, webhooks.AllowDelete(cfg.AllowDelete)); err != nil {
+		if err := webhooks.SetupWithManager(mgr, cfg.Namespaces, webhooks.AllowDelete(cfg.AllowDelete), webhooks.Shards(cfg.Shards)); err != nil {
 			return nil, fmt.Errorf("vault: %w", err)
 		}
 	}

@@ -50,3 +50,50 @@ func TestShardLabelWarns(t *testing.T) {
 		})
 	}
 }
+
+// TestUnrunShardWarns: with the list of the shards that run, an object
+// labelled with another shard is admitted with a warning naming those that
+// run, on a create, an update of its spec and an update of its metadata
+// only; without the list (an older chart's configuration), no warning
+// (issue 23, item 7).
+func TestUnrunShardWarns(t *testing.T) {
+	const unrun = `metadata.labels[ohmlab.fr/shard]: "c" is not a shard that runs: no process reconciles this object; the shards that run: a, b; name one of them, or remove the label for the process without a shard`
+	labelled := func(shard, data string) *ohmlabv1alpha1.VaultSeed {
+		s := seed("a", "ohmlab/a", data)
+		if shard != "-" {
+			s.Labels = map[string]string{ohmlabv1alpha1.ShardLabel: shard}
+		}
+		return s
+	}
+	const data, other = `{"k":"<random:8>"}`, `{"k":"<random:8>","j":"x"}`
+	tests := []struct {
+		name         string
+		running      []string
+		op           admissionv1.Operation
+		obj, old     *ohmlabv1alpha1.VaultSeed
+		wantWarnings []string
+	}{
+		{name: "create, a shard that does not run", running: []string{"a", "b"}, op: admissionv1.Create, obj: labelled("c", data), wantWarnings: []string{unrun}},
+		{name: "spec update, a shard that does not run", running: []string{"a", "b"}, op: admissionv1.Update, obj: labelled("c", other), old: labelled("c", data), wantWarnings: []string{unrun}},
+		{name: "moved to a shard that does not run", running: []string{"a", "b"}, op: admissionv1.Update, obj: labelled("c", data), old: labelled("a", data), wantWarnings: []string{unrun}},
+		{name: "no shard runs", running: []string{}, op: admissionv1.Create, obj: labelled("a", data),
+			wantWarnings: []string{`metadata.labels[ohmlab.fr/shard]: "a" is not a shard that runs: no process reconciles this object; the shards that run: none (targets.vault.shards is empty); name one of them, or remove the label for the process without a shard`}},
+		{name: "a shard that runs", running: []string{"a", "b"}, op: admissionv1.Create, obj: labelled("b", data)},
+		{name: "no label", running: []string{"a", "b"}, op: admissionv1.Create, obj: labelled("-", data)},
+		{name: "no list: no warning rather than a false one", op: admissionv1.Create, obj: labelled("c", data)},
+		{name: "not a shard name: one warning, not two", running: []string{"a"}, op: admissionv1.Update, obj: labelled("", data), old: labelled("a", data),
+			wantWarnings: []string{"metadata.labels[ohmlab.fr/shard]: empty: no process reconciles this object (the controller's process without a shard takes only objects without the label); remove the label or name a shard of targets.vault.shards"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wh := webhooks.NewWebhook(newScheme(t), cache(t, nil, nil), []string{ns}, webhooks.AllowDelete(true), webhooks.Shards(tt.running))
+			resp := wh.Handle(context.Background(), request(t, tt.op, "", tt.obj, tt.old))
+			if !resp.Allowed {
+				t.Fatalf("refused: %s", resp.Result.Message)
+			}
+			if diff := cmp.Diff(tt.wantWarnings, []string(resp.Warnings)); diff != "" {
+				t.Errorf("warnings (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -67,9 +67,9 @@ func NewWebhook(scheme *runtime.Scheme, reader client.Reader, namespaces []strin
 // template with white space around it, written as text; a rotate block that
 // regenerates nothing; a changed value the controller keeps) as admission
 // warnings, which kubectl prints, also the shard label's on an update of
-// metadata alone (a value no process can take). A related object whose spec.data cannot
-// be decoded is an internal error, not an admission: a cycle through it
-// could not be seen. It never blocks a DELETE, a status update, an
+// metadata alone (a value no process can take, or a shard no process
+// runs). A related object whose spec.data cannot be decoded is an internal
+// error, not an admission: a cycle through it could not be seen. It never blocks a DELETE, a status update, an
 // update of an object being deleted (finalizer removal), or an update that
 // leaves the spec as it was (metadata only), so an object admitted before
 // the webhook existed can always be labelled, released and deleted.
@@ -83,6 +83,10 @@ type Validator struct {
 	// asking for deletionPolicy Delete is admitted with a warning: the
 	// controller reports it Stalled (Forbidden) and never deletes its path.
 	AllowDelete bool
+	// Shards are the shards that run (targets.vault.shards): an object
+	// labelled with another one is admitted with a warning. nil: unknown,
+	// no such warning.
+	Shards []string
 }
 
 // Option configures the Validator of NewWebhook and SetupWithManager.
@@ -97,11 +101,15 @@ func AllowDelete(allowed bool) Option {
 // without allowDelete (product document, "Deletion").
 const deleteNotAllowed = "spec.deletionPolicy: Delete is not allowed by this controller (its chart leaves targets.vault.allowDelete false): the object will be Stalled with reason Forbidden and its path will never be deleted; set targets.vault.allowDelete: true in the controller's chart, or use deletionPolicy: Retain"
 
-// shardWarnings are internal/validate's warnings of the object's shard
-// label, for an update of metadata alone.
-func shardWarnings(seed *ohmlabv1alpha1.VaultSeed) admission.Warnings {
+// Shards tells the validator the shards that run (see Validator.Shards).
+func Shards(running []string) Option {
+	return func(v *Validator) { v.Shards = running }
+}
+
+// warnings are internal/validate's warnings as admission warnings.
+func warnings(ps []validate.Problem) admission.Warnings {
 	var out admission.Warnings
-	for _, w := range validate.ShardWarnings(seed) {
+	for _, w := range ps {
 		out = append(out, w.String())
 	}
 	return out
@@ -126,8 +134,8 @@ func (v *Validator) ValidateUpdate(ctx context.Context, old, seed *ohmlabv1alpha
 	}
 	if equality.Semantic.DeepEqual(old.Spec, seed.Spec) {
 		// Metadata only, such as a move to another shard: admitted, with a
-		// warning when the shard label is empty.
-		return shardWarnings(seed), nil
+		// warning when no process takes the shard label.
+		return append(warnings(validate.ShardWarnings(seed)), warnings(validate.UnrunShardWarnings(seed, v.Shards))...), nil
 	}
 	return v.validate(ctx, seed, old)
 }
@@ -146,17 +154,14 @@ func (v *Validator) validate(ctx context.Context, seed, old *ohmlabv1alpha1.Vaul
 		return nil, apierrors.NewInternalError(err)
 	}
 	verdict := validate.Seed(seed, old, others)
-	var warnings admission.Warnings
-	for _, w := range verdict.Warnings {
-		warnings = append(warnings, w.String())
-	}
+	out := append(warnings(verdict.Warnings), warnings(validate.UnrunShardWarnings(seed, v.Shards))...)
 	if seed.Spec.DeletionPolicy == ohmlabv1alpha1.DeletionPolicyDelete && !v.AllowDelete {
-		warnings = append(warnings, deleteNotAllowed)
+		out = append(out, deleteNotAllowed)
 	}
 	if !verdict.Valid() {
-		return warnings, invalid(seed, verdict)
+		return out, invalid(seed, verdict)
 	}
-	return warnings, nil
+	return out, nil
 }
 
 // invalid is the refusal of seed: the API's Invalid status, as the API

@@ -446,7 +446,7 @@ targets:
 `)
 	cfg := processConfig(t, objs, "vault")
 	got := cfg["vault"]
-	want := reconcilers.VaultConfig{Namespaces: []string{"vault-operator-system"}, AllowDelete: true, ResyncPeriod: metav1.Duration{Duration: 5 * time.Minute}, Concurrency: 2}
+	want := reconcilers.VaultConfig{Namespaces: []string{"vault-operator-system"}, AllowDelete: true, Shards: []string{}, ResyncPeriod: metav1.Duration{Duration: 5 * time.Minute}, Concurrency: 2}
 	want.LeaderElection.Namespace = "kube-leases"
 	want.LeaderElection.LeaseDuration = metav1.Duration{Duration: 30 * time.Second}
 	want.Backend.Address = "https://vault.example.test:8200"

@@ -28,6 +28,28 @@ const shardsOn = vaultOn + `    shards: [a, b]
 networkPolicy: {enabled: true, apiServer: {cidrs: [10.0.0.1/32]}}
 `
 
+// TestConfigCarriesTheShards: the Vault target's configuration lists the shards the chart
+// runs, empty without shards, so that the webhook of the process without a shard warns of an
+// object labelled with another shard (issue 23, item 7).
+func TestConfigCarriesTheShards(t *testing.T) {
+	tests := []struct {
+		name   string
+		values string
+		want   []string
+	}{
+		{name: "no shards", values: vaultOn, want: []string{}},
+		{name: "two shards", values: shardsOn, want: []string{"a", "b"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := processConfig(t, render(t, tt.values), "vault")["vault"].Shards
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("targets.vault.shards of the config (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // deployments are the rendered Deployments by process label.
 func deployments(t *testing.T, objs []unstructured.Unstructured) map[string]appsv1.Deployment {
 	t.Helper()

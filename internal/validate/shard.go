@@ -2,6 +2,7 @@ package validate
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -31,4 +32,22 @@ func ShardWarnings(seed *ohmlabv1alpha1.VaultSeed) []Problem {
 			shard, strings.Join(errs, "; "))}}
 	}
 	return nil
+}
+
+// UnrunShardWarnings is the warning of seed's shard label when it names a
+// shard that is not among running, the shards the controller's chart runs
+// (targets.vault.shards): no process reconciles the object. running nil
+// means the list is unknown (`ohmlab validate`, a configuration from an
+// older chart) and gives no warning rather than a false one. A label that
+// ShardWarnings already warns of gets no second warning.
+func UnrunShardWarnings(seed *ohmlabv1alpha1.VaultSeed, running []string) []Problem {
+	shard, ok := seed.Labels[ohmlabv1alpha1.ShardLabel]
+	if running == nil || !ok || len(validation.IsDNS1123Label(shard)) > 0 || slices.Contains(running, shard) {
+		return nil
+	}
+	run := "none (targets.vault.shards is empty)"
+	if len(running) > 0 {
+		run = strings.Join(running, ", ")
+	}
+	return []Problem{{Key: KeyShard, Message: fmt.Sprintf("%q is not a shard that runs: no process reconciles this object; the shards that run: %s; name one of them, or remove the label for the process without a shard", shard, run)}}
 }

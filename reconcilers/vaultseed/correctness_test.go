@@ -19,7 +19,6 @@ import (
 
 	. "github.com/onsi/gomega"
 	"golang.org/x/crypto/bcrypt"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -98,40 +97,7 @@ func TestStalledKeyDoesNotFreezeThePath(t *testing.T) {
 func TestWritesAreReportedWhenTheStatusWriteIsRefused(t *testing.T) {
 	g := NewWithT(t)
 	f := startController(t, controllerOptions{})
-	ctx := context.Background()
-	name := "refuse-status-" + f.ns
-	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
-					Rule:       admissionregistrationv1.Rule{APIGroups: []string{"ohmlab.fr"}, APIVersions: []string{"*"}, Resources: []string{"vaultseeds/status"}},
-				},
-			}}},
-			Validations: []admissionregistrationv1.Validation{{Expression: "false", Message: "status writes are refused by the test"}},
-		},
-	}
-	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        name,
-			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
-			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
-				MatchLabels: map[string]string{"kubernetes.io/metadata.name": f.ns}}},
-		},
-	}
-	g.Expect(cp.Client.Create(ctx, policy)).To(Succeed())
-	g.Expect(cp.Client.Create(ctx, binding)).To(Succeed())
-	t.Cleanup(func() { _ = cp.Client.Delete(ctx, policy) })
-	// The policy takes effect once the API server has loaded it.
-	probe := f.seed("probe", f.path("probe"), `{"x": "y"}`)
-	f.create(probe)
-	g.Eventually(func() error {
-		p := f.get("probe")
-		p.Status.ObservedGeneration = 42
-		return cp.Client.Status().Update(ctx, p)
-	}).WithTimeout(10 * time.Second).Should(MatchError(ContainSubstring("status writes are refused by the test")))
+	allow := f.refuseStatusWrites()
 
 	path := f.path("app")
 	f.create(f.seed("app", path, `{"pw": "<random:16>"}`))
@@ -139,7 +105,7 @@ func TestWritesAreReportedWhenTheStatusWriteIsRefused(t *testing.T) {
 	g.Expect(f.value("ohmlab_data_writes_total", map[string]string{"name": "app"})).To(Equal(1.0))
 	g.Expect(f.get("app").Status.ManagedKeys).To(BeEmpty(), "the status write is refused")
 
-	g.Expect(cp.Client.Delete(ctx, binding)).To(Succeed())
+	allow()
 	obj := f.waitReady("app")
 	g.Expect(obj.Status.ManagedKeys).To(Equal([]ohmlabv1alpha1.ManagedKey{{Key: "pw", Version: 1}}))
 	g.Expect(readPath(t, path).Version).To(Equal(1), "reported without writing the path again")

@@ -30,8 +30,11 @@ type objectSeries struct {
 	reason string
 	ready  bool
 	// ohmlab_object_last_reconcile_timestamp_seconds{target,namespace,name}:
-	// the Unix time of the object's last completed reconcile (alert
-	// OhmlabReconcileStale); 0: no series yet.
+	// the Unix time of the object's last completed reconcile, or before
+	// the first, of the process's first attempt (seen): an object whose
+	// reconciles never complete ages like one that stopped (alert
+	// OhmlabReconcileStale, whose expression then needs no case of its
+	// own); 0: no series yet.
 	lastReconcile float64
 	// ohmlab_data_writes_total{target,namespace,name}: KV data writes (each
 	// creates a KV version). A sustained rate means something else rewrites
@@ -52,7 +55,7 @@ var (
 		"KV data writes made for the object; each creates a KV version.",
 		[]string{"target", "namespace", "name"}, nil)
 	lastReconcileDesc = prometheus.NewDesc("ohmlab_object_last_reconcile_timestamp_seconds",
-		"Unix time of the object's last completed reconcile.",
+		"Unix time of the object's last completed reconcile: Vault answered in time and the status write, if any, succeeded. Before the first, the time this process first attempted the object.",
 		[]string{"target", "namespace", "name"}, nil)
 	readyDesc = prometheus.NewDesc("ohmlab_object_ready",
 		"1 when the object is Ready, else 0; reason is the Ready condition's reason.",
@@ -102,7 +105,18 @@ func (m *Metrics) setReady(target, namespace, name, reason string, ready bool) {
 	m.update(target, namespace, name, func(s *objectSeries) { s.reason, s.ready = reason, ready })
 }
 
-// reconciled sets the object's last reconcile to now.
+// seen starts the object's last-reconcile series at now, when it has none.
+func (m *Metrics) seen(target, namespace, name string) {
+	now := float64(time.Now().UnixNano()) / 1e9
+	m.update(target, namespace, name, func(s *objectSeries) {
+		if s.lastReconcile == 0 {
+			s.lastReconcile = now
+		}
+	})
+}
+
+// reconciled sets the object's last reconcile to now: a reconcile
+// completed.
 func (m *Metrics) reconciled(target, namespace, name string) {
 	now := float64(time.Now().UnixNano()) / 1e9
 	m.update(target, namespace, name, func(s *objectSeries) { s.lastReconcile = now })

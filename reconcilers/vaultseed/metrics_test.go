@@ -99,6 +99,25 @@ func TestForgetRemovesEverySeries(t *testing.T) {
 	}
 }
 
+// TestSeenStartsTheLastReconcileSeriesOnly: the first attempt makes the
+// series, so that an object never reconciled to completion ages; it never
+// moves a series that a completed reconcile set (issue 23, item 7).
+func TestSeenStartsTheLastReconcileSeriesOnly(t *testing.T) {
+	const family = "ohmlab_object_last_reconcile_timestamp_seconds"
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	m.seen("vault", "ns", "a")
+	if n, err := testutil.GatherAndCount(reg, family); err != nil || n != 1 {
+		t.Fatalf("%d series after the first attempt (%v), want 1", n, err)
+	}
+	m.reconciled("vault", "ns", "a")
+	completed := testutil.ToFloat64(m)
+	m.seen("vault", "ns", "a")
+	if got := testutil.ToFloat64(m); got != completed {
+		t.Errorf("seen moved the series from %v to %v", completed, got)
+	}
+}
+
 // BenchmarkSetReady is the metrics work of one reconcile among n objects:
 // it must not grow with n.
 func BenchmarkSetReady(b *testing.B) {

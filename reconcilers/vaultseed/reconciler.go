@@ -134,7 +134,7 @@ func (r *Reconciler) Reconcile(parent context.Context, req ctrl.Request) (ctrl.R
 	if !r.known.add(req.NamespacedName, factAttempted) {
 		// The series exists from the first attempt, so an object whose
 		// reconciles never complete is stale too.
-		r.Metrics.reconciled(r.Target, seed.Namespace, seed.Name)
+		r.Metrics.seen(r.Target, seed.Namespace, seed.Name)
 	}
 	if !seed.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, seed)
@@ -156,6 +156,9 @@ func (r *Reconciler) Reconcile(parent context.Context, req ctrl.Request) (ctrl.R
 	defer cancelReport()
 	if err := r.report(reportCtx, seed, out); err != nil {
 		return ctrl.Result{}, err
+	}
+	if !out.timedOut {
+		r.Metrics.reconciled(r.Target, seed.Namespace, seed.Name)
 	}
 	if out.backoff {
 		return ctrl.Result{RequeueAfter: r.backoff.When(req.NamespacedName)}, nil
@@ -401,9 +404,6 @@ func (r *Reconciler) report(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed,
 		r.Metrics.setPlanned(r.Target, seed.Namespace, seed.Name, counts)
 	}
 	r.Metrics.setReady(r.Target, seed.Namespace, seed.Name, out.reason, out.ready)
-	if !out.timedOut {
-		r.Metrics.reconciled(r.Target, seed.Namespace, seed.Name)
-	}
 
 	key := client.ObjectKeyFromObject(seed)
 	updated := seed.DeepCopy()

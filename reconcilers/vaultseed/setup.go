@@ -45,7 +45,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 	}
 	r.backoff = workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](backoffBase, backoffMax)
 	r.dependents = make(chan event.TypedGenericEvent[*ohmlabv1alpha1.VaultSeed], 1024)
-	r.sources = newSources(r.ResyncPeriod, time.Now)
+	r.sources = newSources(r.ResyncPeriod, time.Now, r.keeps)
 	deleting := predicate.NewPredicateFuncs(func(o client.Object) bool { return !o.GetDeletionTimestamp().IsZero() })
 	mine, moved := r.shardPredicates()
 	return ctrl.NewControllerManagedBy(mgr).
@@ -93,25 +93,40 @@ func untilPhase(key types.NamespacedName, period time.Duration, now time.Time) t
 	return period - time.Duration(elapsed)
 }
 
-// notifyDependents enqueues the objects that reference path, so a RefPending
-// object goes Ready as soon as its source is written and a rotated source
-// reaches its copies without waiting for the resync.
 // referenced reports whether an object of this process references path,
 // from the cache's index (no copy of the objects). When the cache cannot
 // answer, it says yes: an entry too many costs memory, one too few nothing
 // but a read.
 func (r *Reconciler) referenced(ctx context.Context, path string) bool {
+	found, err := r.indexed(ctx, seeds.IndexRefPaths, path)
+	return found || err != nil
+}
+
+// keeps reports whether path is the own path of an object of this process
+// (sources: its resyncs keep the entry fresh). When the cache cannot
+// answer, it says no: the source is then read from Vault.
+func (r *Reconciler) keeps(ctx context.Context, path string) bool {
+	found, err := r.indexed(ctx, seeds.IndexPath, path)
+	return found && err == nil
+}
+
+// indexed reports whether an object of this process has value in the
+// cache's index field.
+func (r *Reconciler) indexed(ctx context.Context, field, value string) (bool, error) {
 	var list ohmlabv1alpha1.VaultSeedList
-	opts := []client.ListOption{client.MatchingFields{seeds.IndexRefPaths: path}, client.Limit(1), client.UnsafeDisableDeepCopy}
+	opts := []client.ListOption{client.MatchingFields{field: value}, client.Limit(1), client.UnsafeDisableDeepCopy}
 	if r.Selector != nil {
 		opts = append(opts, client.MatchingLabelsSelector{Selector: r.Selector})
 	}
 	if err := r.Client.List(ctx, &list, opts...); err != nil {
-		return true
+		return false, err
 	}
-	return len(list.Items) > 0
+	return len(list.Items) > 0, nil
 }
 
+// notifyDependents enqueues the objects that reference path, so a RefPending
+// object goes Ready as soon as its source is written and a rotated source
+// reaches its copies without waiting for the resync.
 func (r *Reconciler) notifyDependents(ctx context.Context, path string) {
 	var list ohmlabv1alpha1.VaultSeedList
 	opts := []client.ListOption{client.MatchingFields{seeds.IndexRefPaths: path}}

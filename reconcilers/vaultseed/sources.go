@@ -1,28 +1,44 @@
 package vaultseed
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"sync"
 	"time"
 
 	"github.com/ohmlab/ohmlab-controller/vaultkv"
 )
 
-// sources remembers the paths read in the current resync period, so that
-// one Vault read of a reference source serves every object that references
-// it (issue 13: at most one read per distinct path per resync period,
-// however many objects reference it). An entry is fresh for one resync
-// period after the read that made it. It is refreshed, never served, by an
-// object's read of its own path (which always goes to Vault), and by this
-// process's own writes of the path; a newer KV version is never replaced by
-// an older one read concurrently. A path read absent or deleted has no
-// entry: an object waiting for its source (RefPending) reads Vault at each
-// retry. Entries hold the data of a path only (no custom_metadata), the
+// sources remembers reads of reference sources, so that one Vault read of
+// a source serves every object that references it (issue 13: one read per
+// distinct path per resync period, however many objects reference it).
+//
+// Only the path of an object of this process is remembered and served
+// (keeps): that object keeps its entry fresh, since its own read at each
+// of its resyncs refreshes the entry (and an entry that held another
+// version or other data makes its dependents look at once, reader), and
+// so do this process's writes of the path. Any other path (written by hand
+// or by another shard's process) is read from Vault at every reconcile of
+// every dependent (issue 23, item 4: a reference is kept equal to its
+// source at every resync). What remains: a key of an object's path that
+// is edited by someone else reaches the dependents at that object's next
+// resync, within one period (docs/DESIGN.md, "Reference sources").
+//
+// An entry is fresh for one resync period after the read that made it. A
+// read replaces the entry only when it started after the read or write
+// that made it, so a slower read never brings an older state back and a
+// path deleted and re-created (its versions start again at 1) replaces
+// the entry of its former life. A path read absent or deleted has no
+// entry. Entries hold the data of a path only (no custom_metadata), the
 // part references read. Safe for concurrent use; a nil *sources remembers
 // nothing and reads Vault every time.
 type sources struct {
 	ttl time.Duration
 	now func() time.Time
+	// keeps reports whether path is the own path of an object of this
+	// process.
+	keeps func(ctx context.Context, path string) bool
 
 	mu      sync.Mutex
 	entries map[string]sourceEntry
@@ -31,63 +47,67 @@ type sources struct {
 
 type sourceEntry struct {
 	secret *vaultkv.Secret // never modified once stored
-	read   time.Time
+	// read is when the read that made the entry started, or when the
+	// write that made it was answered.
+	read time.Time
 }
 
 // newSources returns an empty set whose entries are fresh for ttl (the
 // resync period); now is time.Now in production.
-func newSources(ttl time.Duration, now func() time.Time) *sources {
-	return &sources{ttl: ttl, now: now, entries: map[string]sourceEntry{}, swept: now()}
+func newSources(ttl time.Duration, now func() time.Time, keeps func(ctx context.Context, path string) bool) *sources {
+	return &sources{ttl: ttl, now: now, keeps: keeps, entries: map[string]sourceEntry{}, swept: now()}
 }
 
-// read returns path from a fresh entry, or reads it from Vault and records
-// the read.
+// read returns path from a fresh entry, or reads it from Vault, recording
+// the read when an object of this process keeps the path.
 func (s *sources) read(ctx context.Context, kv KVReader, path string) (*vaultkv.Secret, error) {
-	if s == nil {
+	if s == nil || !s.keeps(ctx, path) {
 		return kv.Read(ctx, path)
 	}
-	now := s.now()
+	start := s.now()
 	s.mu.Lock()
 	e, ok := s.entries[path]
 	s.mu.Unlock()
-	if ok && now.Sub(e.read) < s.ttl {
+	if ok && start.Sub(e.read) < s.ttl {
 		return e.secret, nil
 	}
 	secret, err := kv.Read(ctx, path)
 	if err != nil {
 		return nil, err
 	}
-	s.put(path, secret)
+	s.put(path, secret, start)
 	return secret, nil
 }
 
-// put records a read of path made outside read (an object's read of its
-// own path). It reports whether the entry held an older version: the path
-// changed without this process writing it, so its dependents should look.
-func (s *sources) put(path string, secret *vaultkv.Secret) (changed bool) {
+// put records a read of path that started at start. It reports whether
+// the entry held another version or other data: the path changed without
+// this process writing it, so its dependents should look.
+func (s *sources) put(path string, secret *vaultkv.Secret, start time.Time) (changed bool) {
 	if s == nil {
 		return false
 	}
-	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.sweep(now)
+	s.sweep(s.now())
 	old, had := s.entries[path]
 	switch {
+	case had && old.read.After(start):
+		return false // a slower read, which may show an older state
 	case secret == nil || !secret.Exists || secret.Deleted:
 		delete(s.entries, path)
 		return had
-	case had && old.secret.Version > secret.Version:
-		return false // a slower read of an older version
 	}
-	s.entries[path] = sourceEntry{secret: &vaultkv.Secret{Exists: true, Version: secret.Version, Data: secret.Data}, read: now}
-	return had && old.secret.Version != secret.Version
+	s.entries[path] = sourceEntry{secret: &vaultkv.Secret{Exists: true, Version: secret.Version, Data: secret.Data}, read: start}
+	return had && (old.secret.Version != secret.Version || !sameTree(old.secret.Data, secret.Data))
 }
 
 // wrote records this process's write of data as version of path: the
 // dependents it notifies read the new version without a request.
 func (s *sources) wrote(path string, version int, data map[string]any) {
-	s.put(path, &vaultkv.Secret{Exists: true, Version: version, Data: data})
+	if s == nil {
+		return
+	}
+	s.put(path, &vaultkv.Secret{Exists: true, Version: version, Data: data}, s.now())
 }
 
 // forget drops the entry of path (this process deleted it).
@@ -116,11 +136,15 @@ func (s *sources) sweep(now time.Time) {
 
 // reader returns kv with the reads of paths other than own served through
 // s; a read of own goes to Vault and, when an object references own
-// (referenced), refreshes its entry, calling changed when the entry held an
-// older version. The entry of a path that nothing references is dropped
-// instead: it would serve nobody, and at 10,000 objects the entries of every
-// path were a large part of the heap (issue 13).
+// (referenced), refreshes its entry, calling changed when the entry held
+// another version or other data. The entry of a path that nothing
+// references is dropped instead: it would serve nobody, and at 10,000
+// objects the entries of every path were a large part of the heap (issue
+// 13).
 func (s *sources) reader(kv KVReader, own string, referenced func() bool, changed func()) KVReader {
+	if s == nil {
+		return kv
+	}
 	return sourcedReader{KVReader: kv, s: s, own: own, referenced: referenced, changed: changed}
 }
 
@@ -136,14 +160,23 @@ func (r sourcedReader) Read(ctx context.Context, path string) (*vaultkv.Secret, 
 	if path != r.own {
 		return r.s.read(ctx, r.KVReader, path)
 	}
+	start := r.s.now()
 	secret, err := r.KVReader.Read(ctx, path)
 	if err != nil {
 		return secret, err
 	}
 	if !r.referenced() {
 		r.s.forget(path)
-	} else if r.s.put(path, secret) {
+	} else if r.s.put(path, secret, start) {
 		r.changed()
 	}
 	return secret, nil
+}
+
+// sameTree says whether two KV data trees hold the same values, whatever
+// the Go types of their numbers.
+func sameTree(a, b map[string]any) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }

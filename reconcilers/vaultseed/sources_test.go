@@ -15,16 +15,23 @@ func (c *clock) now() time.Time { return c.t }
 
 const srcPath = "ohmlab/src"
 
+// keeper says which paths are the own paths of objects of the process.
+type keeper map[string]bool
+
+func (k keeper) keeps(_ context.Context, path string) bool { return k[path] }
+
 // sourcesFixture is a fake Vault holding srcPath at version 1, and an
-// empty sources over it with a one-minute period.
-func sourcesFixture(t *testing.T) (*fake.KV, *sources, *clock) {
+// empty sources over it with a one-minute period, in which srcPath is the
+// path of an object of the process.
+func sourcesFixture(t *testing.T) (*fake.KV, *sources, *clock, keeper) {
 	t.Helper()
 	kv := fake.New()
 	if _, err := kv.Write(context.Background(), srcPath, map[string]any{"password": "one"}, 0); err != nil {
 		t.Fatal(err)
 	}
 	c := &clock{t: time.Unix(1000, 0)}
-	return kv, newSources(time.Minute, c.now), c
+	k := keeper{srcPath: true}
+	return kv, newSources(time.Minute, c.now, k.keeps), c, k
 }
 
 func readVersion(t *testing.T, s *sources, kv vaultkv.KV, path string) int {
@@ -41,60 +48,85 @@ func TestSources(t *testing.T) {
 		name string
 		// steps runs against the fixture; it returns the version a
 		// dependent reads at the end.
-		steps       func(t *testing.T, kv *fake.KV, dep vaultkv.KV, s *sources, c *clock)
+		steps       func(t *testing.T, kv *fake.KV, dep vaultkv.KV, s *sources, c *clock, k keeper)
 		wantVersion int
 		wantReads   int
 	}{
-		{name: "one read serves every dependent of the period", wantVersion: 1, wantReads: 1, steps: func(t *testing.T, kv *fake.KV, dep vaultkv.KV, s *sources, c *clock) {
+		{name: "one read serves every dependent of the period", wantVersion: 1, wantReads: 1, steps: func(t *testing.T, kv *fake.KV, dep vaultkv.KV, s *sources, c *clock, k keeper) {
 			for range 4 {
 				readVersion(t, s, dep, srcPath)
 				c.t = c.t.Add(10 * time.Second)
 			}
 		}},
-		{name: "read again once the period is over", wantVersion: 1, wantReads: 2, steps: func(t *testing.T, kv *fake.KV, dep vaultkv.KV, s *sources, c *clock) {
+		{name: "read again once the period is over", wantVersion: 1, wantReads: 2, steps: func(t *testing.T, kv *fake.KV, dep vaultkv.KV, s *sources, c *clock, k keeper) {
 			readVersion(t, s, dep, srcPath)
 			c.t = c.t.Add(time.Minute)
 		}},
-		{name: "the source's own read refreshes the entry", wantVersion: 2, wantReads: 1, steps: func(t *testing.T, kv *fake.KV, dep vaultkv.KV, s *sources, c *clock) {
+		{name: "the source's own read refreshes the entry", wantVersion: 2, wantReads: 1, steps: func(t *testing.T, kv *fake.KV, dep vaultkv.KV, s *sources, c *clock, k keeper) {
 			readVersion(t, s, dep, srcPath)
 			if _, err := kv.Write(context.Background(), srcPath, map[string]any{"password": "two"}, 1); err != nil {
 				t.Fatal(err)
 			}
 			own, _ := kv.Read(context.Background(), srcPath)
-			if !s.put(srcPath, own) {
+			if !s.put(srcPath, own, c.t) {
 				t.Error("put of a newer version does not report a change")
 			}
 		}},
-		{name: "an own read before any dependent serves them", wantVersion: 1, wantReads: 0, steps: func(t *testing.T, kv *fake.KV, dep vaultkv.KV, s *sources, c *clock) {
+		{name: "an own read before any dependent serves them", wantVersion: 1, wantReads: 0, steps: func(t *testing.T, kv *fake.KV, dep vaultkv.KV, s *sources, c *clock, k keeper) {
 			own, _ := kv.Read(context.Background(), srcPath)
-			if s.put(srcPath, own) {
+			if s.put(srcPath, own, c.t) {
 				t.Error("a first put reports a change")
 			}
-			if s.put(srcPath, own) {
+			if s.put(srcPath, own, c.t) {
 				t.Error("a put of the same version reports a change")
 			}
 		}},
-		{name: "an older version does not replace a newer one", wantVersion: 3, wantReads: 0, steps: func(t *testing.T, kv *fake.KV, dep vaultkv.KV, s *sources, c *clock) {
+		{name: "a read that started before a write does not replace it", wantVersion: 3, wantReads: 0, steps: func(t *testing.T, kv *fake.KV, dep vaultkv.KV, s *sources, c *clock, k keeper) {
+			started := c.t
+			c.t = c.t.Add(time.Second)
 			s.wrote(srcPath, 3, map[string]any{"password": "three"})
-			if s.put(srcPath, &vaultkv.Secret{Exists: true, Version: 2}) {
-				t.Error("an older version reports a change")
+			if s.put(srcPath, &vaultkv.Secret{Exists: true, Version: 2}, started) {
+				t.Error("a slower read reports a change")
 			}
 		}},
-		{name: "the controller's write refreshes the entry", wantVersion: 2, wantReads: 1, steps: func(t *testing.T, kv *fake.KV, dep vaultkv.KV, s *sources, c *clock) {
+		{name: "a path deleted and re-created replaces the entry of its former life", wantVersion: 1, wantReads: 0, steps: func(t *testing.T, kv *fake.KV, dep vaultkv.KV, s *sources, c *clock, k keeper) {
+			s.wrote(srcPath, 3, map[string]any{"password": "three"})
+			c.t = c.t.Add(time.Second)
+			if !s.put(srcPath, &vaultkv.Secret{Exists: true, Version: 1, Data: map[string]any{"password": "one"}}, c.t) {
+				t.Error("a re-created path does not report a change")
+			}
+		}},
+		{name: "the same version with other data is a change", wantVersion: 1, wantReads: 1, steps: func(t *testing.T, kv *fake.KV, dep vaultkv.KV, s *sources, c *clock, k keeper) {
+			readVersion(t, s, dep, srcPath)
+			if !s.put(srcPath, &vaultkv.Secret{Exists: true, Version: 1, Data: map[string]any{"password": "re-created"}}, c.t) {
+				t.Error("other data at the same version does not report a change")
+			}
+		}},
+		{name: "a path that is no object's is read every time", wantVersion: 1, wantReads: 4, steps: func(t *testing.T, kv *fake.KV, dep vaultkv.KV, s *sources, c *clock, k keeper) {
+			k[srcPath] = false
+			for range 3 {
+				readVersion(t, s, dep, srcPath)
+			}
+		}},
+		{name: "an entry is not served once no object has the path", wantVersion: 1, wantReads: 2, steps: func(t *testing.T, kv *fake.KV, dep vaultkv.KV, s *sources, c *clock, k keeper) {
+			readVersion(t, s, dep, srcPath)
+			k[srcPath] = false
+		}},
+		{name: "the controller's write refreshes the entry", wantVersion: 2, wantReads: 1, steps: func(t *testing.T, kv *fake.KV, dep vaultkv.KV, s *sources, c *clock, k keeper) {
 			readVersion(t, s, dep, srcPath)
 			s.wrote(srcPath, 2, map[string]any{"password": "two"})
 		}},
-		{name: "forget drops the entry", wantVersion: 1, wantReads: 2, steps: func(t *testing.T, kv *fake.KV, dep vaultkv.KV, s *sources, c *clock) {
+		{name: "forget drops the entry", wantVersion: 1, wantReads: 2, steps: func(t *testing.T, kv *fake.KV, dep vaultkv.KV, s *sources, c *clock, k keeper) {
 			readVersion(t, s, dep, srcPath)
 			s.forget(srcPath)
 		}},
-		{name: "a deleted path drops the entry", wantVersion: 1, wantReads: 2, steps: func(t *testing.T, kv *fake.KV, dep vaultkv.KV, s *sources, c *clock) {
+		{name: "a deleted path drops the entry", wantVersion: 1, wantReads: 2, steps: func(t *testing.T, kv *fake.KV, dep vaultkv.KV, s *sources, c *clock, k keeper) {
 			readVersion(t, s, dep, srcPath)
-			if !s.put(srcPath, &vaultkv.Secret{Exists: true, Version: 2, Deleted: true}) {
+			if !s.put(srcPath, &vaultkv.Secret{Exists: true, Version: 2, Deleted: true}, c.t) {
 				t.Error("a deleted path does not report a change")
 			}
 		}},
-		{name: "a failed read is not remembered", wantVersion: 1, wantReads: 2, steps: func(t *testing.T, kv *fake.KV, dep vaultkv.KV, s *sources, c *clock) {
+		{name: "a failed read is not remembered", wantVersion: 1, wantReads: 2, steps: func(t *testing.T, kv *fake.KV, dep vaultkv.KV, s *sources, c *clock, k keeper) {
 			kv.FailNext(vaultkv.OpRead, vaultkv.ErrUnavailable)
 			if _, err := s.read(context.Background(), dep, srcPath); err == nil {
 				t.Error("a failed read returns no error")
@@ -103,9 +135,9 @@ func TestSources(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			kv, s, c := sourcesFixture(t)
+			kv, s, c, k := sourcesFixture(t)
 			dep := &countingKV{KV: kv}
-			tt.steps(t, kv, dep, s, c)
+			tt.steps(t, kv, dep, s, c, k)
 			if got := readVersion(t, s, dep, srcPath); got != tt.wantVersion {
 				t.Errorf("a dependent reads version %d, want %d", got, tt.wantVersion)
 			}
@@ -129,7 +161,7 @@ func (c *countingKV) Read(ctx context.Context, path string) (*vaultkv.Secret, er
 }
 
 func TestSourcesAbsentIsNotRemembered(t *testing.T) {
-	kv, s, _ := sourcesFixture(t)
+	kv, s, _, _ := sourcesFixture(t)
 	dep := &countingKV{KV: kv}
 	for range 3 {
 		if got, err := s.read(context.Background(), dep, "ohmlab/missing"); err != nil || got.Exists {
@@ -142,7 +174,7 @@ func TestSourcesAbsentIsNotRemembered(t *testing.T) {
 }
 
 func TestSourcesSweep(t *testing.T) {
-	kv, s, c := sourcesFixture(t)
+	kv, s, c, _ := sourcesFixture(t)
 	for _, p := range []string{"ohmlab/a", "ohmlab/b"} {
 		s.wrote(p, 1, map[string]any{"k": "v"})
 	}
@@ -154,20 +186,20 @@ func TestSourcesSweep(t *testing.T) {
 }
 
 func TestSourcesKeepNoMetadata(t *testing.T) {
-	_, s, _ := sourcesFixture(t)
-	s.put(srcPath, &vaultkv.Secret{Exists: true, Version: 1, Data: map[string]any{"k": "v"}, CustomMetadata: map[string]string{"ohmlab.fr/owner": "ns/o"}})
+	_, s, c, _ := sourcesFixture(t)
+	s.put(srcPath, &vaultkv.Secret{Exists: true, Version: 1, Data: map[string]any{"k": "v"}, CustomMetadata: map[string]string{"ohmlab.fr/owner": "ns/o"}}, c.t)
 	if e := s.entries[srcPath]; e.secret.CustomMetadata != nil || e.secret.Data["k"] != "v" {
 		t.Errorf("entry = %+v, want the data only", e.secret)
 	}
 }
 
 func TestSourcesNil(t *testing.T) {
-	kv, _, _ := sourcesFixture(t)
+	kv, _, _, _ := sourcesFixture(t)
 	var s *sources
 	dep := &countingKV{KV: kv}
 	s.wrote(srcPath, 2, nil)
 	s.forget(srcPath)
-	if s.put(srcPath, &vaultkv.Secret{Exists: true, Version: 2}) {
+	if s.put(srcPath, &vaultkv.Secret{Exists: true, Version: 2}, time.Now()) {
 		t.Error("a nil sources reports a change")
 	}
 	for range 2 {
@@ -193,7 +225,7 @@ func TestSourcesOwnRead(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			kv, s, _ := sourcesFixture(t)
+			kv, s, _, _ := sourcesFixture(t)
 			// An entry from an earlier dependent's read.
 			readVersion(t, s, kv, srcPath)
 			r := s.reader(kv, srcPath, func() bool { return tt.referenced }, func() {})

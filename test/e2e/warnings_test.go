@@ -35,3 +35,34 @@ func TestKubectlPrintsTheDeleteWarning(t *testing.T) {
 		return out
 	}).WithTimeout(30 * time.Second).Should(Equal("Forbidden"))
 }
+
+// TestKubectlPrintsTheUnrunShardWarning: with the chart's shards [a], an
+// object labelled with shard c is admitted, and kubectl prints the
+// webhook's warning naming the shards that run; shard a's label gets none
+// (issue 23, item 7). Only the process without a shard runs: it serves the
+// webhook, from the configuration the chart renders.
+func TestKubectlPrintsTheUnrunShardWarning(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	env, err := Start(ctx, Options{Dir: t.TempDir(), Resync: time.Minute, ControllerBin: controllerBin,
+		Values: map[string]any{"targets": map[string]any{"vault": map[string]any{"shards": []any{"a"}}}}})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(env.Stop)
+	startController(t, env)
+	manifest := func(name, shard string) string {
+		file := filepath.Join(t.TempDir(), name+".yaml")
+		doc := "apiVersion: ohmlab.fr/v1alpha1\nkind: VaultSeed\nmetadata:\n  name: " + name + "\n  namespace: " + SeedNamespace +
+			"\n  labels: {ohmlab.fr/shard: " + shard + "}\nspec:\n  path: ohmlab/platforms/production/core/" + name + "\n  data: {k: \"<random:8>\"}\n"
+		g.Expect(os.WriteFile(file, []byte(doc), 0o600)).To(Succeed())
+		return file
+	}
+
+	out, err := env.Kubectl(ctx, "apply", "-f", manifest("unrun", "c"))
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring(`Warning: metadata.labels[ohmlab.fr/shard]: "c" is not a shard that runs: no process reconciles this object; the shards that run: a;`))
+	g.Expect(out).To(ContainSubstring("vaultseed.ohmlab.fr/unrun created"))
+
+	out, err = env.Kubectl(ctx, "apply", "-f", manifest("run", "a"))
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).NotTo(ContainSubstring("Warning"))
+}

@@ -242,6 +242,8 @@ Argument: dict "root" $ "targets" list, and "shard" name for a shard's process.
 {{- if $.shard -}}
 {{- $_ := set $section "shard" $.shard -}}
 {{- end -}}
+{{- /* The shards that run, for the webhook's warning of a label naming another. */ -}}
+{{- $_ := set $section "shards" (default list $v.shards) -}}
 {{- $_ := set $sections $t $section -}}
 {{- end -}}
 {{- end -}}
