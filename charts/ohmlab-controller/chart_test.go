@@ -3,6 +3,7 @@ package chart_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path"
 	"path/filepath"
@@ -36,7 +37,9 @@ import (
 const (
 	ns       = charttest.Namespace
 	fullname = "ohmlab-controller"
-	crdName  = "vaultseeds.ohmlab.fr"
+	// clusterName prefixes the cluster-scoped objects' names: <namespace>-<fullname>.
+	clusterName = ns + "-" + fullname
+	crdName     = "vaultseeds.ohmlab.fr"
 )
 
 // vaultOn enables the Vault target over two namespaces (two Roles, two RoleBindings).
@@ -81,10 +84,10 @@ func processObjects(process string, withMonitoring bool) []string {
 		"PodDisruptionBudget/" + ns + "/" + p,
 		"Role/" + ns + "/" + fullname + "-vault-leader-election",
 		"RoleBinding/" + ns + "/" + fullname + "-vault-leader-election",
-		"ClusterRole/" + fullname + "-vault-crds",
-		"ClusterRoleBinding/" + fullname + "-vault-crds",
+		"ClusterRole/" + clusterName + "-vault-crds",
+		"ClusterRoleBinding/" + clusterName + "-vault-crds",
 		"Service/" + ns + "/" + fullname + "-webhook",
-		"ValidatingWebhookConfiguration/" + fullname,
+		"ValidatingWebhookConfiguration/" + clusterName,
 		"Issuer/" + ns + "/" + fullname + "-selfsigned",
 		"Issuer/" + ns + "/" + fullname + "-ca",
 		"Certificate/" + ns + "/" + fullname + "-ca",
@@ -616,7 +619,7 @@ networkPolicy:
 func TestWebhook(t *testing.T) {
 	objs := render(t, vaultOn+"webhook: {timeoutSeconds: 7}\n")
 	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
-	charttest.Convert(t, mustFind(t, objs, "ValidatingWebhookConfiguration", "", fullname), &vwc)
+	charttest.Convert(t, mustFind(t, objs, "ValidatingWebhookConfiguration", "", clusterName), &vwc)
 	if got := vwc.Annotations["cert-manager.io/inject-ca-from"]; got != ns+"/"+fullname+"-webhook" {
 		t.Errorf("inject-ca-from = %q", got)
 	}
@@ -644,6 +647,12 @@ func TestWebhook(t *testing.T) {
 			Operations: []admissionregistrationv1.OperationType{"CREATE", "UPDATE"},
 			Rule: admissionregistrationv1.Rule{APIGroups: []string{"ohmlab.fr"}, APIVersions: []string{"v1alpha1"},
 				Resources: []string{"vaultseeds"}, Scope: ptr(admissionregistrationv1.NamespacedScope)},
+		}},
+		// What the API server does with it is test/e2e's TestRunbookRemovesAFinalizerWithEveryControllerStopped.
+		MatchConditions: []admissionregistrationv1.MatchCondition{{
+			Name: "changes-spec-or-labels",
+			Expression: "request.operation != 'UPDATE' || (!has(object.metadata.deletionTimestamp) && (object.spec != oldObject.spec || " +
+				"object.metadata.?labels.orValue({}) != oldObject.metadata.?labels.orValue({})))",
 		}},
 	}
 	if diff := cmp.Diff(want, w); diff != "" {
@@ -699,7 +708,9 @@ func TestMonitoringNeedsTheAPI(t *testing.T) {
 	}{
 		{name: "without the API", values: vaultOn},
 		{name: "with the API", values: vaultOn, apis: []string{charttest.MonitoringAPI}, podMonitor: true, prometheusRule: true},
-		{name: "PodMonitor off", values: vaultOn + "metrics: {podMonitor: {enabled: false}}\n", apis: []string{charttest.MonitoringAPI}, prometheusRule: true},
+		// Nothing scrapes under the job the alerts select: they could never be right.
+		{name: "PodMonitor off", values: vaultOn + "metrics: {podMonitor: {enabled: false}}\n", apis: []string{charttest.MonitoringAPI}},
+		{name: "PodMonitor off, another scrape's job", values: vaultOn + "metrics: {podMonitor: {enabled: false}, prometheusRule: {job: kubernetes-pods}}\n", apis: []string{charttest.MonitoringAPI}, prometheusRule: true},
 		{name: "PrometheusRule off", values: vaultOn + "metrics: {prometheusRule: {enabled: false}}\n", apis: []string{charttest.MonitoringAPI}, podMonitor: true},
 		{name: "no controller", values: "{}", apis: []string{charttest.MonitoringAPI}},
 	} {
@@ -819,6 +830,21 @@ func TestAlerts(t *testing.T) {
 			}
 		}
 	}
+
+	// Another scrape: every alert selects its job instead of the PodMonitor's.
+	objs = render(t, vaultOn+"metrics: {podMonitor: {enabled: false}, prometheusRule: {job: kubernetes-pods}}\n", charttest.MonitoringAPI)
+	pr = mustFind(t, objs, "PrometheusRule", ns, fullname)
+	groups, _, _ = unstructured.NestedSlice(pr.Object, "spec", "groups")
+	rules, _, _ = unstructured.NestedSlice(groups[0].(map[string]any), "rules")
+	if len(rules) != len(alertNames) {
+		t.Errorf("%d alerts with metrics.prometheusRule.job, want %d", len(rules), len(alertNames))
+	}
+	for _, r := range rules {
+		rule := r.(map[string]any)
+		if expr := rule["expr"].(string); !strings.Contains(expr, `job="kubernetes-pods"`) || strings.Contains(expr, `job="`+ns+"/") {
+			t.Errorf("%s does not select the job of metrics.prometheusRule.job: %s", rule["alert"], expr)
+		}
+	}
 }
 
 // checkMetrics fails when an expression uses a metric the controller does not export.
@@ -884,6 +910,85 @@ func TestAvailability(t *testing.T) {
 	for _, values := range []string{vaultOn + "replicas: 1\n", vaultOn + "podDisruptionBudget: {enabled: false}\n"} {
 		if n := len(charttest.Filter(render(t, values), "PodDisruptionBudget")); n != 0 {
 			t.Errorf("%d PodDisruptionBudgets with %q", n, values)
+		}
+	}
+}
+
+// TestTopologySpread: by default each process's replicas spread over nodes, preferably (a
+// single node still runs them all), so that losing a node leaves a replica answering the
+// webhook; an explicit list replaces the default and [] removes it.
+func TestTopologySpread(t *testing.T) {
+	spread := func(process string) []corev1.TopologySpreadConstraint {
+		return []corev1.TopologySpreadConstraint{{
+			MaxSkew: 1, TopologyKey: "kubernetes.io/hostname", WhenUnsatisfiable: corev1.ScheduleAnyway,
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{
+				"app.kubernetes.io/name": fullname, "app.kubernetes.io/instance": charttest.ReleaseName,
+				"app.kubernetes.io/component": "controller", "ohmlab.fr/process": process,
+			}},
+			MatchLabelKeys: []string{"pod-template-hash"},
+		}}
+	}
+	zones := []corev1.TopologySpreadConstraint{{MaxSkew: 2, TopologyKey: "topology.kubernetes.io/zone", WhenUnsatisfiable: corev1.DoNotSchedule,
+		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": fullname}}}}
+	tests := []struct {
+		name   string
+		values string
+		want   map[string][]corev1.TopologySpreadConstraint
+	}{
+		{name: "default", values: vaultOn, want: map[string][]corev1.TopologySpreadConstraint{"vault": spread("vault")}},
+		{name: "default, shards each on their own pods", values: vaultOn + "    shards: [a]\n", want: map[string][]corev1.TopologySpreadConstraint{
+			"vault": spread("vault"), "vault-shard-a": spread("vault-shard-a"),
+		}},
+		{name: "a list replaces the default", values: vaultOn + "topologySpreadConstraints: [{maxSkew: 2, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app.kubernetes.io/name: ohmlab-controller}}}]\n",
+			want: map[string][]corev1.TopologySpreadConstraint{"vault": zones}},
+		{name: "[] sets none", values: vaultOn + "topologySpreadConstraints: []\n", want: map[string][]corev1.TopologySpreadConstraint{"vault": nil}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := map[string][]corev1.TopologySpreadConstraint{}
+			for proc, d := range deployments(t, render(t, tt.values)) {
+				got[proc] = d.Spec.Template.Spec.TopologySpreadConstraints
+				if c := got[proc]; c != nil && tt.want[proc] != nil && c[0].LabelSelector != nil {
+					if sel := labels.SelectorFromSet(c[0].LabelSelector.MatchLabels); !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+						t.Errorf("%s: the spread's selector %v does not select the Deployment's pods", proc, sel)
+					}
+				}
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("topologySpreadConstraints by process (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestPrometheusDurations: the PodMonitor's interval and every alert's for accept what
+// Prometheus parses and refuse the rest with the value's name, not Prometheus' rejection of
+// the whole object at apply time. The verdicts are Prometheus' own (test/prometheus).
+func TestPrometheusDurations(t *testing.T) {
+	fields := []struct {
+		name  string
+		value func(d string) string
+	}{
+		{name: "metrics.podMonitor.interval", value: func(d string) string {
+			return fmt.Sprintf("metrics: {podMonitor: {interval: %q}}\n", d)
+		}},
+		{name: "metrics.prometheusRule.alerts.OhmlabObjectNotReady.for", value: func(d string) string {
+			return fmt.Sprintf("metrics: {prometheusRule: {alerts: {OhmlabObjectNotReady: {for: %q}}}}\n", d)
+		}},
+	}
+	for _, f := range fields {
+		for _, d := range charttest.PrometheusDurations {
+			t.Run(f.name+"="+d.Value, func(t *testing.T) {
+				_, err := charttest.RenderE(charttest.Values(t, vaultOn+f.value(d.Value)), charttest.Options{APIVersions: []string{charttest.MonitoringAPI}})
+				switch {
+				case d.Valid && err != nil:
+					t.Errorf("%q refused, Prometheus accepts it: %v", d.Value, err)
+				case !d.Valid && err == nil:
+					t.Errorf("%q accepted, Prometheus refuses it", d.Value)
+				case !d.Valid && !strings.Contains(err.Error(), path.Base(strings.ReplaceAll(f.name, ".", "/"))):
+					t.Errorf("the refusal of %q does not name %s: %v", d.Value, f.name, err)
+				}
+			})
 		}
 	}
 }
@@ -985,6 +1090,16 @@ func TestBadValuesFail(t *testing.T) {
 			want:   []string{"networkPolicy.apiServer.cidrs: required with networkPolicy.enabled", "does not open ports 443/6443 to any address"},
 		},
 		{
+			name:   "no replica with a target enabled",
+			values: vaultOn + "replicas: 0\n",
+			want:   []string{"replicas: 0 with the targets vault enabled", "Set replicas to 1 or more"},
+		},
+		{
+			name:   "minAvailable not below replicas",
+			values: vaultOn + "replicas: 2\npodDisruptionBudget: {minAvailable: 2}\n",
+			want:   []string{"podDisruptionBudget.minAvailable: 2 is not below replicas (2)", "Set it below replicas"},
+		},
+		{
 			name:   "root user",
 			values: "securityContext: {runAsUser: 0}\n",
 			want:   []string{"values don't meet the specifications of the schema", "runAsUser"},
@@ -1074,7 +1189,9 @@ func TestLint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, values := range []string{"{}", vaultOn, vaultOn + "deployments: {all: [vault, harbor]}\nnetworkPolicy: {enabled: true}\n"} {
+	// helm lint announces no cert-manager API: the webhook's certificate is the user's here, or
+	// rendering would stop at the chart's fail (which lint reports as information only).
+	for _, values := range []string{"{}", ownCertificate, ownCertificate + "deployments: {all: [vault, harbor]}\nnetworkPolicy: {enabled: true}\n"} {
 		linter := lint.AllWithKubeVersion(charttest.ChartDir(), charttest.Values(t, values), ns, kv)
 		for _, m := range linter.Messages {
 			if m.Severity > support.InfoSev {
