@@ -698,6 +698,38 @@ func TestWebhook(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
+// TestWebhookMatchesTheMarker: the chart's webhook is what controller-gen writes into
+// config/webhook from the marker in webhooks/ (make manifests), plus what only a deployment
+// knows (the Service, the namespaces, the timeout) and matchConditions, which controller-gen's
+// webhook marker cannot express (kubernetes-sigs/controller-tools#1242).
+func TestWebhookMatchesTheMarker(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(charttest.RepoRoot(), "config", "webhook", "manifests.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var generated admissionregistrationv1.ValidatingWebhookConfiguration
+	if err := yaml.UnmarshalStrict(raw, &generated); err != nil {
+		t.Fatal(err)
+	}
+	var chart admissionregistrationv1.ValidatingWebhookConfiguration
+	charttest.Convert(t, mustFind(t, render(t, vaultOn), "ValidatingWebhookConfiguration", "", clusterName), &chart)
+	if len(generated.Webhooks) != 1 || len(chart.Webhooks) != 1 {
+		t.Fatalf("%d generated webhooks, %d in the chart, want 1 each", len(generated.Webhooks), len(chart.Webhooks))
+	}
+	want, got := generated.Webhooks[0], chart.Webhooks[0]
+	if *want.ClientConfig.Service.Path != *got.ClientConfig.Service.Path {
+		t.Errorf("path %s, the marker's is %s", *got.ClientConfig.Service.Path, *want.ClientConfig.Service.Path)
+	}
+	// The generated rule leaves the scope to the API server's default (*).
+	for i := range got.Rules {
+		got.Rules[i].Scope = nil
+	}
+	got.ClientConfig, got.NamespaceSelector, got.TimeoutSeconds, got.MatchConditions = want.ClientConfig, nil, nil, nil
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the chart's webhook differs from the marker's (-config/webhook +chart):\n%s", diff)
+	}
+}
+
 func TestMonitoringNeedsTheAPI(t *testing.T) {
 	for _, tt := range []struct {
 		name           string
