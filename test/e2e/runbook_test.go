@@ -1,0 +1,72 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+
+	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+)
+
+// TestRunbookRemovesAFinalizerWithEveryControllerStopped: the product document's runbook gives
+// up on a deleted object's path with `kubectl patch vaultseed <name> -p
+// '{"metadata":{"finalizers":null}}' --type merge`, and it must work when no controller runs:
+// the chart's webhook configuration (failurePolicy Fail) with its Service left without an
+// endpoint lets through what the webhook would admit anyway (annotations, the finalizer of an
+// object being deleted), and still refuses a change of spec or labels.
+func TestRunbookRemovesAFinalizerWithEveryControllerStopped(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	env, err := Start(ctx, Options{Dir: t.TempDir(), Resync: time.Minute, ControllerBin: controllerBin,
+		Values: map[string]any{"targets": map[string]any{"vault": map[string]any{"allowDelete": true}}}})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(env.Stop)
+
+	// An object with deletionPolicy Delete, which the controller gives its finalizer.
+	data, err := os.ReadFile(Keycloak.Manifest())
+	g.Expect(err).NotTo(HaveOccurred())
+	manifest := filepath.Join(t.TempDir(), "keycloak-delete.yaml")
+	g.Expect(os.WriteFile(manifest, []byte(strings.Replace(string(data), "deletionPolicy: Retain", "deletionPolicy: Delete", 1)), 0o600)).To(Succeed())
+	c := startController(t, env)
+	out, err := env.Kubectl(ctx, "apply", "-f", manifest)
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	kubectl := func(args ...string) (string, error) {
+		return env.Kubectl(ctx, append([]string{"-n", SeedNamespace}, args...)...)
+	}
+	g.Eventually(func() (string, error) {
+		return kubectl("get", "vaultseed", Keycloak.Name, "-o", "jsonpath={.metadata.finalizers}")
+	}).WithTimeout(time.Minute).Should(ContainSubstring(ohmlabv1alpha1.Finalizer), "the controller adds its finalizer")
+
+	// Every controller stopped: nothing serves the webhook Service.
+	c.Stop()
+	refused := []struct{ name, patch string }{
+		{name: "a spec change", patch: `{"spec":{"prune":true}}`},
+		{name: "a label change", patch: `{"metadata":{"labels":{"ohmlab.fr/shard":"a"}}}`},
+	}
+	for _, r := range refused {
+		out, err := kubectl("patch", "vaultseed", Keycloak.Name, "--type", "merge", "-p", r.patch)
+		g.Expect(err).To(HaveOccurred(), "%s is admitted without the webhook: %s", r.name, out)
+		g.Expect(out).To(ContainSubstring("failed calling webhook"), r.name)
+	}
+	out, err = kubectl("annotate", "vaultseed", Keycloak.Name, "example.com/note=controller down")
+	g.Expect(err).NotTo(HaveOccurred(), "an annotation waits for the webhook: %s", out)
+
+	out, err = kubectl("delete", "vaultseed", Keycloak.Name, "--wait=false")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	out, err = kubectl("get", "vaultseed", Keycloak.Name, "-o", "jsonpath={.metadata.deletionTimestamp}")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).NotTo(BeEmpty(), "the deleted object waits for its finalizer")
+
+	// The runbook's command, as the product document writes it.
+	out, err = kubectl("patch", "vaultseed", Keycloak.Name, "-p", `{"metadata":{"finalizers":null}}`, "--type", "merge")
+	g.Expect(err).NotTo(HaveOccurred(), "the runbook's finalizer patch is refused: %s", out)
+	g.Eventually(func() string {
+		out, _ := kubectl("get", "vaultseed", Keycloak.Name, "--ignore-not-found", "-o", "name")
+		return out
+	}).WithTimeout(30*time.Second).Should(BeEmpty(), "the object is gone once its finalizer is")
+}
