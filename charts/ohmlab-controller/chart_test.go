@@ -737,17 +737,26 @@ func TestMonitoringNeedsTheAPI(t *testing.T) {
 		apis           []string
 		podMonitor     bool
 		prometheusRule bool
+		// noAlertsNote: NOTES.txt says why no alert renders.
+		noAlertsNote bool
 	}{
 		{name: "without the API", values: vaultOn},
 		{name: "with the API", values: vaultOn, apis: []string{charttest.MonitoringAPI}, podMonitor: true, prometheusRule: true},
 		// Nothing scrapes under the job the alerts select: they could never be right.
-		{name: "PodMonitor off", values: vaultOn + "metrics: {podMonitor: {enabled: false}}\n", apis: []string{charttest.MonitoringAPI}},
+		{name: "PodMonitor off", values: vaultOn + "metrics: {podMonitor: {enabled: false}}\n", apis: []string{charttest.MonitoringAPI}, noAlertsNote: true},
 		{name: "PodMonitor off, another scrape's job", values: vaultOn + "metrics: {podMonitor: {enabled: false}, prometheusRule: {job: kubernetes-pods}}\n", apis: []string{charttest.MonitoringAPI}, prometheusRule: true},
 		{name: "PrometheusRule off", values: vaultOn + "metrics: {prometheusRule: {enabled: false}}\n", apis: []string{charttest.MonitoringAPI}, podMonitor: true},
 		{name: "no controller", values: "{}", apis: []string{charttest.MonitoringAPI}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			objs := render(t, tt.values, tt.apis...)
+			res, err := charttest.Run(charttest.Values(t, tt.values), charttest.Options{APIVersions: tt.apis})
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs := res.Objects
+			if got := strings.Contains(res.Notes, "No alerts: the PodMonitor is off"); got != tt.noAlertsNote {
+				t.Errorf("NOTES say there is no alert: %v, want %v:\n%s", got, tt.noAlertsNote, res.Notes)
+			}
 			if got := len(charttest.Filter(objs, "PodMonitor")) == 1; got != tt.podMonitor {
 				t.Errorf("PodMonitor rendered: %v, want %v", got, tt.podMonitor)
 			}
