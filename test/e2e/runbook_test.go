@@ -2,9 +2,6 @@ package e2e
 
 import (
 	"context"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -28,12 +25,8 @@ func TestRunbookRemovesAFinalizerWithEveryControllerStopped(t *testing.T) {
 	t.Cleanup(env.Stop)
 
 	// An object with deletionPolicy Delete, which the controller gives its finalizer.
-	data, err := os.ReadFile(Keycloak.Manifest())
-	g.Expect(err).NotTo(HaveOccurred())
-	manifest := filepath.Join(t.TempDir(), "keycloak-delete.yaml")
-	g.Expect(os.WriteFile(manifest, []byte(strings.Replace(string(data), "deletionPolicy: Retain", "deletionPolicy: Delete", 1)), 0o600)).To(Succeed())
 	c := startController(t, env)
-	out, err := env.Kubectl(ctx, "apply", "-f", manifest)
+	out, err := env.Kubectl(ctx, "apply", "-f", keycloakWithDeletePolicy(t))
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	kubectl := func(args ...string) (string, error) {
 		return env.Kubectl(ctx, append([]string{"-n", SeedNamespace}, args...)...)
