@@ -1006,16 +1006,18 @@ func TestTopologySpread(t *testing.T) {
 // Prometheus parses and refuse the rest with the value's name, not Prometheus' rejection of
 // the whole object at apply time. The verdicts are Prometheus' own (test/prometheus).
 func TestPrometheusDurations(t *testing.T) {
-	fields := []struct {
+	// A field's name, and the values that set it to d.
+	type field struct {
 		name  string
 		value func(d string) string
-	}{
-		{name: "metrics.podMonitor.interval", value: func(d string) string {
-			return fmt.Sprintf("metrics: {podMonitor: {interval: %q}}\n", d)
-		}},
-		{name: "metrics.prometheusRule.alerts.OhmlabObjectNotReady.for", value: func(d string) string {
-			return fmt.Sprintf("metrics: {prometheusRule: {alerts: {OhmlabObjectNotReady: {for: %q}}}}\n", d)
-		}},
+	}
+	fields := []field{{name: "metrics.podMonitor.interval", value: func(d string) string {
+		return fmt.Sprintf("metrics: {podMonitor: {interval: %q}}\n", d)
+	}}}
+	for _, a := range alertNames {
+		fields = append(fields, field{name: "metrics.prometheusRule.alerts." + a + ".for", value: func(d string) string {
+			return fmt.Sprintf("metrics: {prometheusRule: {alerts: {%s: {for: %q}}}}\n", a, d)
+		}})
 	}
 	for _, f := range fields {
 		for _, d := range charttest.PrometheusDurations {
