@@ -46,8 +46,10 @@ func TestRunbookRemovesAFinalizerWithEveryControllerStopped(t *testing.T) {
 		g.Expect(err).To(HaveOccurred(), "%s is admitted without the webhook: %s", r.name, out)
 		g.Expect(out).To(ContainSubstring("failed calling webhook"), r.name)
 	}
-	out, err = kubectl("annotate", "vaultseed", Keycloak.Name, "example.com/note=controller down")
-	g.Expect(err).NotTo(HaveOccurred(), "an annotation waits for the webhook: %s", out)
+	// Not fatal: the runbook's command below is what matters most.
+	if out, err := kubectl("annotate", "vaultseed", Keycloak.Name, "example.com/note=controller down"); err != nil {
+		t.Errorf("an annotation waits for the webhook: %v: %s", err, out)
+	}
 
 	out, err = kubectl("delete", "vaultseed", Keycloak.Name, "--wait=false")
 	g.Expect(err).NotTo(HaveOccurred(), out)
