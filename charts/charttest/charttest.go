@@ -34,6 +34,10 @@ const (
 	// MonitoringAPI is the Prometheus Operator's API version; the PodMonitor and the
 	// PrometheusRule render only when the capabilities include it.
 	MonitoringAPI = "monitoring.coreos.com/v1"
+	// CertManagerAPI is cert-manager's API version. A render announces it unless
+	// Options.WithoutCertManager: the webhook's serving certificate needs cert-manager or
+	// webhook.certificate.secretName.
+	CertManagerAPI = "cert-manager.io/v1"
 )
 
 // ChartDir is the absolute path of charts/ohmlab-controller.
@@ -58,9 +62,11 @@ type Options struct {
 	Namespace string
 	// KubeVersion defaults to KubeVersion.
 	KubeVersion string
-	// APIVersions are added to Helm's default set (every built-in Kubernetes API), for
-	// example MonitoringAPI.
+	// APIVersions are added to Helm's default set (every built-in Kubernetes API) and
+	// CertManagerAPI, for example MonitoringAPI.
 	APIVersions []string
+	// WithoutCertManager leaves CertManagerAPI out, as on a cluster without cert-manager.
+	WithoutCertManager bool
 }
 
 // Result of a render.
@@ -101,6 +107,9 @@ func Run(values map[string]any, opts Options) (*Result, error) {
 	caps := chartutil.DefaultCapabilities.Copy()
 	caps.KubeVersion = *kv
 	caps.APIVersions = append(slices.Clone(caps.APIVersions), opts.APIVersions...)
+	if !opts.WithoutCertManager {
+		caps.APIVersions = append(caps.APIVersions, CertManagerAPI)
+	}
 
 	// Copy through YAML so that the caller's map is never modified and its numbers are
 	// what a values file would give.
@@ -167,8 +176,8 @@ func RenderE(values map[string]any, opts Options) ([]unstructured.Unstructured, 
 }
 
 // Render renders the chart as release ReleaseName in Namespace, with values merged over
-// values.yaml and apiVersions added to the built-in ones (MonitoringAPI for the Prometheus
-// Operator's objects). It fails the test on any error.
+// values.yaml and apiVersions added to the built-in ones and CertManagerAPI (MonitoringAPI for
+// the Prometheus Operator's objects). It fails the test on any error.
 func Render(t testing.TB, values map[string]any, apiVersions ...string) []unstructured.Unstructured {
 	t.Helper()
 	objs, err := RenderE(values, Options{APIVersions: apiVersions})
@@ -286,4 +295,35 @@ func Namespaces(objs []unstructured.Unstructured) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// Duration is a spelling of a duration and whether Prometheus accepts it: the PodMonitor's
+// interval and each alert's for are parsed by Prometheus (model.ParseDuration), not by Go.
+type Duration struct {
+	Value string
+	Valid bool
+}
+
+// PrometheusDurations are the spellings the chart's values schema is checked against;
+// test/prometheus checks each verdict with Prometheus' own parser.
+var PrometheusDurations = []Duration{
+	{Value: "30s", Valid: true},
+	{Value: "90s", Valid: true},
+	{Value: "1d", Valid: true},
+	{Value: "2w", Valid: true},
+	{Value: "1y", Valid: true},
+	{Value: "1h30m", Valid: true},
+	{Value: "1d12h", Valid: true},
+	{Value: "500ms", Valid: true},
+	{Value: "1m30s500ms", Valid: true},
+	{Value: "0", Valid: true},
+	{Value: "0s", Valid: true},
+	{Value: "1.5h", Valid: false},
+	{Value: "", Valid: false},
+	{Value: "5", Valid: false},
+	{Value: "-5m", Valid: false},
+	{Value: "5 m", Valid: false},
+	{Value: "1m1h", Valid: false},
+	{Value: "10us", Valid: false},
+	{Value: "1h1h", Valid: false},
 }

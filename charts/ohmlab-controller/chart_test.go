@@ -3,6 +3,7 @@ package chart_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path"
 	"path/filepath"
@@ -36,7 +37,9 @@ import (
 const (
 	ns       = charttest.Namespace
 	fullname = "ohmlab-controller"
-	crdName  = "vaultseeds.ohmlab.fr"
+	// clusterName prefixes the cluster-scoped objects' names: <namespace>-<fullname>.
+	clusterName = ns + "-" + fullname
+	crdName     = "vaultseeds.ohmlab.fr"
 )
 
 // vaultOn enables the Vault target over two namespaces (two Roles, two RoleBindings).
@@ -81,10 +84,10 @@ func processObjects(process string, withMonitoring bool) []string {
 		"PodDisruptionBudget/" + ns + "/" + p,
 		"Role/" + ns + "/" + fullname + "-vault-leader-election",
 		"RoleBinding/" + ns + "/" + fullname + "-vault-leader-election",
-		"ClusterRole/" + fullname + "-vault-crds",
-		"ClusterRoleBinding/" + fullname + "-vault-crds",
+		"ClusterRole/" + clusterName + "-vault-crds",
+		"ClusterRoleBinding/" + clusterName + "-vault-crds",
 		"Service/" + ns + "/" + fullname + "-webhook",
-		"ValidatingWebhookConfiguration/" + fullname,
+		"ValidatingWebhookConfiguration/" + clusterName,
 		"Issuer/" + ns + "/" + fullname + "-selfsigned",
 		"Issuer/" + ns + "/" + fullname + "-ca",
 		"Certificate/" + ns + "/" + fullname + "-ca",
@@ -616,7 +619,7 @@ networkPolicy:
 func TestWebhook(t *testing.T) {
 	objs := render(t, vaultOn+"webhook: {timeoutSeconds: 7}\n")
 	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
-	charttest.Convert(t, mustFind(t, objs, "ValidatingWebhookConfiguration", "", fullname), &vwc)
+	charttest.Convert(t, mustFind(t, objs, "ValidatingWebhookConfiguration", "", clusterName), &vwc)
 	if got := vwc.Annotations["cert-manager.io/inject-ca-from"]; got != ns+"/"+fullname+"-webhook" {
 		t.Errorf("inject-ca-from = %q", got)
 	}
@@ -644,6 +647,12 @@ func TestWebhook(t *testing.T) {
 			Operations: []admissionregistrationv1.OperationType{"CREATE", "UPDATE"},
 			Rule: admissionregistrationv1.Rule{APIGroups: []string{"ohmlab.fr"}, APIVersions: []string{"v1alpha1"},
 				Resources: []string{"vaultseeds"}, Scope: ptr(admissionregistrationv1.NamespacedScope)},
+		}},
+		// What the API server does with it is test/e2e's TestRunbookRemovesAFinalizerWithEveryControllerStopped.
+		MatchConditions: []admissionregistrationv1.MatchCondition{{
+			Name: "changes-spec-or-labels",
+			Expression: "request.operation != 'UPDATE' || (!has(object.metadata.deletionTimestamp) && (object.spec != oldObject.spec || " +
+				"object.metadata.?labels.orValue({}) != oldObject.metadata.?labels.orValue({})))",
 		}},
 	}
 	if diff := cmp.Diff(want, w); diff != "" {
@@ -689,6 +698,38 @@ func TestWebhook(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
+// TestWebhookMatchesTheMarker: the chart's webhook is what controller-gen writes into
+// config/webhook from the marker in webhooks/ (make manifests), plus what only a deployment
+// knows (the Service, the namespaces, the timeout) and matchConditions, which controller-gen's
+// webhook marker cannot express (kubernetes-sigs/controller-tools#1242).
+func TestWebhookMatchesTheMarker(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(charttest.RepoRoot(), "config", "webhook", "manifests.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var generated admissionregistrationv1.ValidatingWebhookConfiguration
+	if err := yaml.UnmarshalStrict(raw, &generated); err != nil {
+		t.Fatal(err)
+	}
+	var chart admissionregistrationv1.ValidatingWebhookConfiguration
+	charttest.Convert(t, mustFind(t, render(t, vaultOn), "ValidatingWebhookConfiguration", "", clusterName), &chart)
+	if len(generated.Webhooks) != 1 || len(chart.Webhooks) != 1 {
+		t.Fatalf("%d generated webhooks, %d in the chart, want 1 each", len(generated.Webhooks), len(chart.Webhooks))
+	}
+	want, got := generated.Webhooks[0], chart.Webhooks[0]
+	if *want.ClientConfig.Service.Path != *got.ClientConfig.Service.Path {
+		t.Errorf("path %s, the marker's is %s", *got.ClientConfig.Service.Path, *want.ClientConfig.Service.Path)
+	}
+	// The generated rule leaves the scope to the API server's default (*).
+	for i := range got.Rules {
+		got.Rules[i].Scope = nil
+	}
+	got.ClientConfig, got.NamespaceSelector, got.TimeoutSeconds, got.MatchConditions = want.ClientConfig, nil, nil, nil
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the chart's webhook differs from the marker's (-config/webhook +chart):\n%s", diff)
+	}
+}
+
 func TestMonitoringNeedsTheAPI(t *testing.T) {
 	for _, tt := range []struct {
 		name           string
@@ -696,15 +737,26 @@ func TestMonitoringNeedsTheAPI(t *testing.T) {
 		apis           []string
 		podMonitor     bool
 		prometheusRule bool
+		// noAlertsNote: NOTES.txt says why no alert renders.
+		noAlertsNote bool
 	}{
 		{name: "without the API", values: vaultOn},
 		{name: "with the API", values: vaultOn, apis: []string{charttest.MonitoringAPI}, podMonitor: true, prometheusRule: true},
-		{name: "PodMonitor off", values: vaultOn + "metrics: {podMonitor: {enabled: false}}\n", apis: []string{charttest.MonitoringAPI}, prometheusRule: true},
+		// Nothing scrapes under the job the alerts select: they could never be right.
+		{name: "PodMonitor off", values: vaultOn + "metrics: {podMonitor: {enabled: false}}\n", apis: []string{charttest.MonitoringAPI}, noAlertsNote: true},
+		{name: "PodMonitor off, another scrape's job", values: vaultOn + "metrics: {podMonitor: {enabled: false}, prometheusRule: {job: kubernetes-pods}}\n", apis: []string{charttest.MonitoringAPI}, prometheusRule: true},
 		{name: "PrometheusRule off", values: vaultOn + "metrics: {prometheusRule: {enabled: false}}\n", apis: []string{charttest.MonitoringAPI}, podMonitor: true},
 		{name: "no controller", values: "{}", apis: []string{charttest.MonitoringAPI}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			objs := render(t, tt.values, tt.apis...)
+			res, err := charttest.Run(charttest.Values(t, tt.values), charttest.Options{APIVersions: tt.apis})
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs := res.Objects
+			if got := strings.Contains(res.Notes, "No alerts: the PodMonitor is off"); got != tt.noAlertsNote {
+				t.Errorf("NOTES say there is no alert: %v, want %v:\n%s", got, tt.noAlertsNote, res.Notes)
+			}
 			if got := len(charttest.Filter(objs, "PodMonitor")) == 1; got != tt.podMonitor {
 				t.Errorf("PodMonitor rendered: %v, want %v", got, tt.podMonitor)
 			}
@@ -819,6 +871,21 @@ func TestAlerts(t *testing.T) {
 			}
 		}
 	}
+
+	// Another scrape: every alert selects its job instead of the PodMonitor's.
+	objs = render(t, vaultOn+"metrics: {podMonitor: {enabled: false}, prometheusRule: {job: kubernetes-pods}}\n", charttest.MonitoringAPI)
+	pr = mustFind(t, objs, "PrometheusRule", ns, fullname)
+	groups, _, _ = unstructured.NestedSlice(pr.Object, "spec", "groups")
+	rules, _, _ = unstructured.NestedSlice(groups[0].(map[string]any), "rules")
+	if len(rules) != len(alertNames) {
+		t.Errorf("%d alerts with metrics.prometheusRule.job, want %d", len(rules), len(alertNames))
+	}
+	for _, r := range rules {
+		rule := r.(map[string]any)
+		if expr := rule["expr"].(string); !strings.Contains(expr, `job="kubernetes-pods"`) || strings.Contains(expr, `job="`+ns+"/") {
+			t.Errorf("%s does not select the job of metrics.prometheusRule.job: %s", rule["alert"], expr)
+		}
+	}
 }
 
 // checkMetrics fails when an expression uses a metric the controller does not export.
@@ -884,6 +951,87 @@ func TestAvailability(t *testing.T) {
 	for _, values := range []string{vaultOn + "replicas: 1\n", vaultOn + "podDisruptionBudget: {enabled: false}\n"} {
 		if n := len(charttest.Filter(render(t, values), "PodDisruptionBudget")); n != 0 {
 			t.Errorf("%d PodDisruptionBudgets with %q", n, values)
+		}
+	}
+}
+
+// TestTopologySpread: by default each process's replicas spread over nodes, preferably (a
+// single node still runs them all), so that losing a node leaves a replica answering the
+// webhook; an explicit list replaces the default and [] removes it.
+func TestTopologySpread(t *testing.T) {
+	spread := func(process string) []corev1.TopologySpreadConstraint {
+		return []corev1.TopologySpreadConstraint{{
+			MaxSkew: 1, TopologyKey: "kubernetes.io/hostname", WhenUnsatisfiable: corev1.ScheduleAnyway,
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{
+				"app.kubernetes.io/name": fullname, "app.kubernetes.io/instance": charttest.ReleaseName,
+				"app.kubernetes.io/component": "controller", "ohmlab.fr/process": process,
+			}},
+			MatchLabelKeys: []string{"pod-template-hash"},
+		}}
+	}
+	zones := []corev1.TopologySpreadConstraint{{MaxSkew: 2, TopologyKey: "topology.kubernetes.io/zone", WhenUnsatisfiable: corev1.DoNotSchedule,
+		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": fullname}}}}
+	tests := []struct {
+		name   string
+		values string
+		want   map[string][]corev1.TopologySpreadConstraint
+	}{
+		{name: "default", values: vaultOn, want: map[string][]corev1.TopologySpreadConstraint{"vault": spread("vault")}},
+		{name: "default, shards each on their own pods", values: vaultOn + "    shards: [a]\n", want: map[string][]corev1.TopologySpreadConstraint{
+			"vault": spread("vault"), "vault-shard-a": spread("vault-shard-a"),
+		}},
+		{name: "a list replaces the default", values: vaultOn + "topologySpreadConstraints: [{maxSkew: 2, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app.kubernetes.io/name: ohmlab-controller}}}]\n",
+			want: map[string][]corev1.TopologySpreadConstraint{"vault": zones}},
+		{name: "[] sets none", values: vaultOn + "topologySpreadConstraints: []\n", want: map[string][]corev1.TopologySpreadConstraint{"vault": nil}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := map[string][]corev1.TopologySpreadConstraint{}
+			for proc, d := range deployments(t, render(t, tt.values)) {
+				got[proc] = d.Spec.Template.Spec.TopologySpreadConstraints
+				if c := got[proc]; c != nil && tt.want[proc] != nil && c[0].LabelSelector != nil {
+					if sel := labels.SelectorFromSet(c[0].LabelSelector.MatchLabels); !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+						t.Errorf("%s: the spread's selector %v does not select the Deployment's pods", proc, sel)
+					}
+				}
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("topologySpreadConstraints by process (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestPrometheusDurations: the PodMonitor's interval and every alert's for accept what
+// Prometheus parses and refuse the rest with the value's name, not Prometheus' rejection of
+// the whole object at apply time. The verdicts are Prometheus' own (test/prometheus).
+func TestPrometheusDurations(t *testing.T) {
+	// A field's name, and the values that set it to d.
+	type field struct {
+		name  string
+		value func(d string) string
+	}
+	fields := []field{{name: "metrics.podMonitor.interval", value: func(d string) string {
+		return fmt.Sprintf("metrics: {podMonitor: {interval: %q}}\n", d)
+	}}}
+	for _, a := range alertNames {
+		fields = append(fields, field{name: "metrics.prometheusRule.alerts." + a + ".for", value: func(d string) string {
+			return fmt.Sprintf("metrics: {prometheusRule: {alerts: {%s: {for: %q}}}}\n", a, d)
+		}})
+	}
+	for _, f := range fields {
+		for _, d := range charttest.PrometheusDurations {
+			t.Run(f.name+"="+d.Value, func(t *testing.T) {
+				_, err := charttest.RenderE(charttest.Values(t, vaultOn+f.value(d.Value)), charttest.Options{APIVersions: []string{charttest.MonitoringAPI}})
+				switch {
+				case d.Valid && err != nil:
+					t.Errorf("%q refused, Prometheus accepts it: %v", d.Value, err)
+				case !d.Valid && err == nil:
+					t.Errorf("%q accepted, Prometheus refuses it", d.Value)
+				case !d.Valid && !strings.Contains(err.Error(), path.Base(strings.ReplaceAll(f.name, ".", "/"))):
+					t.Errorf("the refusal of %q does not name %s: %v", d.Value, f.name, err)
+				}
+			})
 		}
 	}
 }
@@ -985,6 +1133,16 @@ func TestBadValuesFail(t *testing.T) {
 			want:   []string{"networkPolicy.apiServer.cidrs: required with networkPolicy.enabled", "does not open ports 443/6443 to any address"},
 		},
 		{
+			name:   "no replica with a target enabled",
+			values: vaultOn + "replicas: 0\n",
+			want:   []string{"replicas: 0 with the targets vault enabled", "Set replicas to 1 or more"},
+		},
+		{
+			name:   "minAvailable not below replicas",
+			values: vaultOn + "replicas: 2\npodDisruptionBudget: {minAvailable: 2}\n",
+			want:   []string{"podDisruptionBudget.minAvailable: 2 is not below replicas (2)", "Set it below replicas"},
+		},
+		{
 			name:   "root user",
 			values: "securityContext: {runAsUser: 0}\n",
 			want:   []string{"values don't meet the specifications of the schema", "runAsUser"},
@@ -1074,7 +1232,9 @@ func TestLint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, values := range []string{"{}", vaultOn, vaultOn + "deployments: {all: [vault, harbor]}\nnetworkPolicy: {enabled: true}\n"} {
+	// helm lint announces no cert-manager API: the webhook's certificate is the user's here, or
+	// rendering would stop at the chart's fail (which lint reports as information only).
+	for _, values := range []string{"{}", ownCertificate, ownCertificate + "deployments: {all: [vault, harbor]}\nnetworkPolicy: {enabled: true}\n"} {
 		linter := lint.AllWithKubeVersion(charttest.ChartDir(), charttest.Values(t, values), ns, kv)
 		for _, m := range linter.Messages {
 			if m.Severity > support.InfoSev {

@@ -20,12 +20,7 @@ func TestKubectlPrintsTheDeleteWarning(t *testing.T) {
 	ctx := context.Background()
 	env := startEnv(t, time.Minute)
 	startController(t, env)
-	data, err := os.ReadFile(Keycloak.Manifest())
-	g.Expect(err).NotTo(HaveOccurred())
-	manifest := filepath.Join(t.TempDir(), "keycloak-delete.yaml")
-	g.Expect(os.WriteFile(manifest, []byte(strings.Replace(string(data), "deletionPolicy: Retain", "deletionPolicy: Delete", 1)), 0o600)).To(Succeed())
-
-	out, err := env.Kubectl(ctx, "apply", "-f", manifest)
+	out, err := env.Kubectl(ctx, "apply", "-f", keycloakWithDeletePolicy(t))
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	g.Expect(out).To(ContainSubstring("Warning: spec.deletionPolicy: Delete is not allowed by this controller (its chart leaves targets.vault.allowDelete false): the object will be Stalled with reason Forbidden"))
 	g.Expect(out).To(ContainSubstring("vaultseed.ohmlab.fr/" + Keycloak.Name + " created"))
@@ -65,4 +60,19 @@ func TestKubectlPrintsTheUnrunShardWarning(t *testing.T) {
 	out, err = env.Kubectl(ctx, "apply", "-f", manifest("run", "a"))
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	g.Expect(out).NotTo(ContainSubstring("Warning"))
+}
+
+// keycloakWithDeletePolicy writes the Keycloak sample with deletionPolicy Delete and returns its
+// file.
+func keycloakWithDeletePolicy(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(Keycloak.Manifest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest := filepath.Join(t.TempDir(), "keycloak-delete.yaml")
+	if err := os.WriteFile(manifest, []byte(strings.Replace(string(data), "deletionPolicy: Retain", "deletionPolicy: Delete", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return manifest
 }

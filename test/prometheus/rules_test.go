@@ -106,13 +106,14 @@ const alertTests = "testdata/alerts_test.yaml"
 
 func loadUnitTests(t *testing.T) unitTests {
 	t.Helper()
-	raw, err := os.ReadFile(alertTests)
-	if err != nil {
-		t.Fatal(err)
-	}
+	return loadUnitTestsFrom(t, alertTests)
+}
+
+func loadUnitTestsFrom(t *testing.T, name string) unitTests {
+	t.Helper()
 	var u unitTests
-	if err := yaml.Unmarshal(raw, &u); err != nil {
-		t.Fatalf("%s: %v", alertTests, err)
+	if err := yaml.Unmarshal(readFile(t, name), &u); err != nil {
+		t.Fatalf("%s: %v", name, err)
 	}
 	return u
 }
@@ -128,7 +129,7 @@ func TestAlertsWithPromtool(t *testing.T) {
 	if got := loadUnitTests(t).RuleFiles; len(got) != 1 || got[0] != "rules.yaml" {
 		t.Fatalf("%s: rule_files is %v, want [rules.yaml] (the rendered chart's rules)", alertTests, got)
 	}
-	runPromtool(t, promtool, renderRules(t), alertTests)
+	runPromtool(t, promtool, renderRules(t), readFile(t, alertTests))
 }
 
 // shardValues add two shards to values: an OhmlabControllerDown per shard's Deployment.
@@ -145,11 +146,51 @@ func TestShardAlertsWithPromtool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runPromtool(t, promtool, renderRulesWith(t, shardValues), shardAlertTests)
+	runPromtool(t, promtool, renderRulesWith(t, shardValues), readFile(t, shardAlertTests))
 }
 
-// runPromtool writes the rules as rules.yaml beside the test file and runs promtool on them.
-func runPromtool(t *testing.T, promtool string, spec map[string]any, testFile string) {
+// otherJobValues scrape the controller under another job than the chart's PodMonitor's (a
+// ServiceMonitor of one's own, an annotation-based kubernetes-pods job).
+const otherJobValues = values + `metrics:
+  podMonitor: {enabled: false}
+  prometheusRule: {job: kubernetes-pods}
+`
+
+// podMonitorJob is the job of the chart's PodMonitor in alerts_test.yaml's series.
+const podMonitorJob = `job="ohmlab-controller/ohmlab-controller"`
+
+// otherJobAlertTests are the histories that tell the two jobs apart.
+const otherJobAlertTests = "testdata/other_job_alerts_test.yaml"
+
+// TestAlertsUnderAnotherJobWithPromtool runs every history of alerts_test.yaml, its series moved
+// to the job kubernetes-pods, on the rules rendered with metrics.prometheusRule.job set to it:
+// each alert fires and stays silent as under the PodMonitor's job. Then
+// testdata/other_job_alerts_test.yaml: series under the PodMonitor's job no longer count.
+func TestAlertsUnderAnotherJobWithPromtool(t *testing.T) {
+	promtool, err := promtoolBin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := readFile(t, alertTests)
+	if n := strings.Count(string(tests), podMonitorJob); n < len(wantAlerts) {
+		t.Fatalf("%s: %d series under %s, fewer than alerts", alertTests, n, podMonitorJob)
+	}
+	rules := renderRulesWith(t, otherJobValues)
+	runPromtool(t, promtool, rules, []byte(strings.ReplaceAll(string(tests), podMonitorJob, `job="kubernetes-pods"`)))
+	runPromtool(t, promtool, rules, readFile(t, otherJobAlertTests))
+}
+
+func readFile(t *testing.T, name string) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// runPromtool writes the rules as rules.yaml beside the tests and runs promtool on them.
+func runPromtool(t *testing.T, promtool string, spec map[string]any, tests []byte) {
 	t.Helper()
 	dir := t.TempDir()
 	rules, err := yaml.Marshal(spec)
@@ -157,10 +198,6 @@ func runPromtool(t *testing.T, promtool string, spec map[string]any, testFile st
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "rules.yaml"), rules, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tests, err := os.ReadFile(testFile)
-	if err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "alerts_test.yaml"), tests, 0o600); err != nil {
@@ -344,11 +381,15 @@ func TestAlertsUseServedMetrics(t *testing.T) {
 	}
 }
 
-// TestAlertTestsUseServedMetrics checks the series of the alert tests against the scrape, so a
-// test cannot pass on a metric or label the controller does not serve.
+// TestAlertTestsUseServedMetrics checks the series of every alert test file against the scrape,
+// so a test cannot pass on a metric or label the controller does not serve.
 func TestAlertTestsUseServedMetrics(t *testing.T) {
 	series := scraped(t)
-	for _, tc := range loadUnitTests(t).Tests {
+	tests := loadUnitTests(t).Tests
+	for _, file := range []string{shardAlertTests, otherJobAlertTests} {
+		tests = append(tests, loadUnitTestsFrom(t, file).Tests...)
+	}
+	for _, tc := range tests {
 		for _, in := range tc.InputSeries {
 			ls, err := promql.ParseMetric(in.Series)
 			if err != nil {

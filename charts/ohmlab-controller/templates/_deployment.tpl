@@ -220,8 +220,22 @@ spec:
       tolerations:
         {{- toYaml . | nindent 8 }}
       {{- end }}
-      {{- with $root.Values.topologySpreadConstraints }}
+      {{- $spread := $root.Values.topologySpreadConstraints }}
+      {{- if kindIs "invalid" $spread }}
+      # Unset: the replicas on different nodes where the scheduler can, so that losing a node
+      # leaves one answering admissions (failurePolicy Fail). pod-template-hash: during a rollout
+      # only the new ReplicaSet's pods count.
       topologySpreadConstraints:
-        {{- toYaml . | nindent 8 }}
+        - maxSkew: 1
+          topologyKey: kubernetes.io/hostname
+          whenUnsatisfiable: ScheduleAnyway
+          labelSelector:
+            matchLabels:
+              {{- include "ohmlab-controller.processSelectorLabels" (dict "root" $root "process" $proc) | nindent 14 }}
+          matchLabelKeys:
+            - pod-template-hash
+      {{- else if $spread }}
+      topologySpreadConstraints:
+        {{- toYaml $spread | nindent 8 }}
       {{- end }}
 {{- end -}}

@@ -74,8 +74,46 @@ ohmlab.fr/process: {{ .process }}
 {{- define "ohmlab-controller.webhookCertificateName" -}}
 {{- printf "%s-webhook" (include "ohmlab-controller.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
+{{/* The serving certificate's Secret: the user's (webhook.certificate.secretName) or cert-manager's. */}}
 {{- define "ohmlab-controller.webhookSecretName" -}}
+{{- if .Values.webhook.certificate.secretName -}}
+{{- .Values.webhook.certificate.secretName -}}
+{{- else -}}
 {{- printf "%s-webhook-tls" (include "ohmlab-controller.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Where the serving certificate comes from: "secret" (the user's Secret and CA bundle) or
+"cert-manager". Rendering fails when neither is possible.
+*/}}
+{{- define "ohmlab-controller.webhookCertificateSource" -}}
+{{- $c := .Values.webhook.certificate -}}
+{{- if and $c.secretName (not $c.caBundle) -}}
+{{- fail "webhook.certificate.caBundle: required with webhook.certificate.secretName: the API server verifies the webhook's serving certificate with it. Set it to the PEM certificate of the CA that signed the Secret's tls.crt." -}}
+{{- else if and $c.caBundle (not $c.secretName) -}}
+{{- fail "webhook.certificate.secretName: required with webhook.certificate.caBundle: name the Secret (tls.crt, tls.key) the webhook serves." -}}
+{{- else if $c.secretName -}}
+secret
+{{- else if .Capabilities.APIVersions.Has "cert-manager.io/v1" -}}
+cert-manager
+{{- else -}}
+{{- fail "webhook.certificate: the webhook needs a serving certificate, and the cluster serves no cert-manager.io/v1 to issue it. Install cert-manager first (with helm template, pass --api-versions cert-manager.io/v1), or bring your own: set webhook.certificate.secretName (a kubernetes.io/tls Secret in the release namespace) and webhook.certificate.caBundle (its CA, PEM)." -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Name of a cluster-scoped object (ValidatingWebhookConfiguration, ClusterRole,
+ClusterRoleBinding): <release namespace>-<fullname>[-<suffix>], so that two releases of one name
+in two namespaces do not collide. Cluster-scoped names may be 253 characters long. Argument:
+dict "root" $ "suffix" name (optional).
+*/}}
+{{- define "ohmlab-controller.clusterName" -}}
+{{- $name := printf "%s-%s" .root.Release.Namespace (include "ohmlab-controller.fullname" .root) -}}
+{{- with .suffix -}}
+{{- $name = printf "%s-%s" $name . -}}
+{{- end -}}
+{{- $name | trunc 253 | trimSuffix "-" -}}
 {{- end -}}
 
 {{/* Constants of the process. */}}
@@ -112,6 +150,9 @@ each template that includes it checks the values. Use: include ... | fromJson.
 {{- end -}}
 {{- $enabled = append $enabled $name -}}
 {{- end -}}
+{{- end -}}
+{{- if and $enabled (lt (int .Values.replicas) 1) -}}
+{{- fail (printf "replicas: %v with the targets %s enabled: nothing would reconcile them, and the VaultSeed webhook (failurePolicy Fail) would refuse every change. Set replicas to 1 or more (2 keep admissions answered while a pod restarts), or disable the targets." .Values.replicas (join ", " $enabled)) -}}
 {{- end -}}
 {{- if and .Values.targets.vault.shards (not (has "vault" $enabled)) -}}
 {{- fail "targets.vault.shards: the Vault target is disabled, so no shard runs. Set targets.vault.enabled=true, or remove the shards." -}}
