@@ -124,3 +124,30 @@ func TestAnchors(t *testing.T) {
 		t.Errorf("anchors %v, want %s", keys, want)
 	}
 }
+
+// TestREADMEIsForUsers: the README is what a platform engineer reads
+// first, a page or two: what it is, the demo, installing, a first object
+// and where to look when something is wrong. Everything else lives in
+// docs/, and every page there is linked from it.
+func TestREADMEIsForUsers(t *testing.T) {
+	const maxLines = 220
+	readme := read(t, filepath.Join("..", "README.md"))
+	if n := strings.Count(readme, "\n"); n > maxLines {
+		t.Errorf("README.md has %d lines, want at most %d: move reference, measurements and internals to docs/", n, maxLines)
+	}
+	have := anchors(readme)
+	for _, section := range []string{"try-it", "install", "the-first-vaultseed", "when-something-is-wrong", "conditions-and-reasons", "metrics"} {
+		if !have[section] {
+			t.Errorf("README.md has no section #%s", section)
+		}
+	}
+	docs, err := filepath.Glob("*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range docs {
+		if !strings.Contains(readme, "](docs/"+doc) {
+			t.Errorf("README.md links no docs/%s", doc)
+		}
+	}
+}
