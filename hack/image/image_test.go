@@ -135,11 +135,18 @@ func TestBuildIsReproducible(t *testing.T) {
 func snapshot(t testing.TB, to string, mtime time.Time) string {
 	t.Helper()
 	copySources(t, repoRoot(t), to, mtime)
-	gitIn(t, to, "init", "-q")
-	gitIn(t, to, "add", "-A")
-	gitIn(t, to, "-c", "user.name=ohmlab", "-c", "user.email=ohmlab@example.invalid", "-c", "commit.gpgsign=false",
+	return commitAll(t, to)
+}
+
+// commitAll commits every file under dir into a new repository there, at
+// testEpoch, and returns the commit.
+func commitAll(t testing.TB, dir string) string {
+	t.Helper()
+	gitIn(t, dir, "init", "-q")
+	gitIn(t, dir, "add", "-A")
+	gitIn(t, dir, "-c", "user.name=ohmlab", "-c", "user.email=ohmlab@example.invalid", "-c", "commit.gpgsign=false",
 		"commit", "-q", "--no-verify", "-m", "snapshot", "--date", "@"+fmt.Sprint(testEpoch))
-	return gitIn(t, to, "rev-parse", "HEAD")
+	return gitIn(t, dir, "rev-parse", "HEAD")
 }
 
 // gitIn runs git in dir with fixed commit dates and no user configuration.
@@ -650,13 +657,9 @@ func TestReleaseBuildRefusesUncommittedWork(t *testing.T) {
 			for _, cmd := range Binaries {
 				writeFile(t, filepath.Join(root, "cmd", cmd, "main.go"), "package main\n\nfunc main() {}\n")
 			}
-			gitIn(t, root, "init", "-q")
-			gitIn(t, root, "add", "-A")
-			gitIn(t, root, "-c", "user.name=ohmlab", "-c", "user.email=ohmlab@example.invalid", "-c", "commit.gpgsign=false",
-				"commit", "-q", "--no-verify", "-m", "two commands")
-			revision := tc.revision
-			if revision == "" {
-				revision = gitIn(t, root, "rev-parse", "HEAD")
+			revision := commitAll(t, root)
+			if tc.revision != "" {
+				revision = tc.revision
 			}
 			if tc.change != nil {
 				tc.change(t, root)
