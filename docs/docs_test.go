@@ -151,3 +151,30 @@ func TestREADMEIsForUsers(t *testing.T) {
 		}
 	}
 }
+
+// TestMakeTargetsExist: every `make TARGET` the README and docs/ show, in
+// a code span or a code block, is a target of the Makefile or of mk/*.mk.
+func TestMakeTargetsExist(t *testing.T) {
+	makefiles, err := filepath.Glob(filepath.Join("..", "mk", "*.mk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets := map[string]bool{}
+	rule := regexp.MustCompile(`(?m)^([a-z][a-z0-9-]*):`)
+	for _, mf := range append(makefiles, filepath.Join("..", "Makefile")) {
+		for _, m := range rule.FindAllStringSubmatch(read(t, mf), -1) {
+			targets[m[1]] = true
+		}
+	}
+	code := regexp.MustCompile("```[a-z]*\n(?s:(.*?))```|`([^`\n]+)`")
+	invocation := regexp.MustCompile(`\bmake (?:-[-a-zA-Z]+ )*([a-z][a-z0-9-]*)`)
+	for _, page := range pages(t) {
+		for _, c := range code.FindAllStringSubmatch(read(t, page), -1) {
+			for _, m := range invocation.FindAllStringSubmatch(c[1]+c[2], -1) {
+				if !targets[m[1]] {
+					t.Errorf("%s shows `make %s`: no such target", page, m[1])
+				}
+			}
+		}
+	}
+}
