@@ -2,6 +2,8 @@ module github.com/ohmlab/ohmlab-controller
 
 go 1.26.0
 
+toolchain go1.26.8
+
 require (
 	filippo.io/age v1.3.2
 	github.com/KimMachineGun/automemlimit v1.0.2

@@ -10,6 +10,8 @@ CLUSTER_NODE_IP      := 10.77.0.2
 CLUSTER_TEST_TIMEOUT ?= 20m
 
 .PHONY: test-cluster
+# A test of the working tree, not a release: uncommitted work is built too (no provenance then).
+test-cluster: IMAGE_ALLOW_DIRTY = 1
 test-cluster: $(BIN)/k8s/kubectl $(BIN)/vault image cluster-deps $(NODE_BINS) $(CLUSTER) ## Build the image, bring the node up, helm install the chart and check the deployed product, take the node down.
 	@# The test binary is compiled before the node is up (the one node of the machine is held only
 	@# while the test runs). A failed up takes itself down; an up refused because a node is up

@@ -1,7 +1,7 @@
 ##@ Scale (issue 13)
 # `make bench-scale N=1000` measures the controller at scale through the
-# built binary on the e2e environment and prints the figures of the README's
-# "Performance" section. BENCH_CONTROLLER measures another build (a binary
+# built binary on the e2e environment and prints the figures of
+# docs/performance.md. BENCH_CONTROLLER measures another build (a binary
 # of main, to compare); RESYNC_SCALE is the controller's resync period (its
 # default, 10m; the run watches two periods after all objects are Ready);
 # BENCH_FLAGS adds flags of test/benchscale (-restart: the first period

@@ -101,7 +101,7 @@ type VaultAuth struct {
 
 // DefaultVaultConfig holds every default of targets.vault, in one place.
 // The figures behind the throughput defaults are those of `make
-// bench-scale` (README, "Performance"; issue 13).
+// bench-scale` (docs/performance.md; issue 13).
 func DefaultVaultConfig() VaultConfig {
 	return VaultConfig{
 		// Each object resyncs at its own phase of the period (see

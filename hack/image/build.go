@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"compress/gzip"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -43,6 +44,10 @@ type BuildOptions struct {
 	Revision        string
 	SourceDateEpoch int64 // < 0: $SOURCE_DATE_EPOCH, else the commit time
 	Platforms       []v1.Platform
+	// AllowDirty builds a working tree that differs from its commit (a
+	// development build): the image is built but no provenance is written,
+	// since there is no commit that describes its sources.
+	AllowDirty bool
 }
 
 // BuildResult names what Build wrote.
@@ -56,21 +61,24 @@ type BuildResult struct {
 }
 
 // goFlags are the flags of every go build of the image, recorded in the
-// provenance. -trimpath and -buildvcs=false keep the checkout's path and
-// state out of the binaries; -s -w drop the symbol table and DWARF.
+// provenance. -trimpath keeps the checkout's path out of the binaries;
+// -buildvcs=true has the toolchain record the commit it saw and whether the
+// tree was modified, which the provenance reads back; -s -w drop the symbol
+// table and DWARF.
 func goFlags(version, revision string) []string {
 	return []string{
-		"-trimpath", "-buildvcs=false", "-mod=readonly",
+		"-trimpath", "-buildvcs=true", "-mod=readonly",
 		"-ldflags=-s -w -X " + Module + "/internal/buildinfo.Version=" + version +
 			" -X " + Module + "/internal/buildinfo.Revision=" + revision,
 	}
 }
 
-// goEnv is the environment of every go build: no cgo (a static binary for
-// an image with no libc) and the baseline of each architecture, whatever the
+// goEnv is the environment of every go build: the toolchain go.mod pins
+// (the digest depends on the compiler), no cgo (a static binary for an image
+// with no libc) and the baseline of each architecture, whatever the
 // builder's environment says.
-func goEnv(p v1.Platform) []string {
-	return []string{"CGO_ENABLED=0", "GOOS=" + p.OS, "GOARCH=" + p.Architecture, "GOAMD64=v1", "GOARM64=v8.0", "GOFLAGS=", "GOEXPERIMENT="}
+func goEnv(toolchain string, p v1.Platform) []string {
+	return []string{"GOTOOLCHAIN=" + toolchain, "CGO_ENABLED=0", "GOOS=" + p.OS, "GOARCH=" + p.Architecture, "GOAMD64=v1", "GOARM64=v8.0", "GOFLAGS=", "GOEXPERIMENT="}
 }
 
 // Build cross-compiles the binaries for each platform and assembles the
@@ -85,8 +93,22 @@ func Build(o BuildOptions, log io.Writer) (*BuildResult, error) {
 	if err := o.defaults(root); err != nil {
 		return nil, err
 	}
-	if dirty, err := git(root, "status", "--porcelain", "--untracked-files=no"); err == nil && dirty != "" {
-		fmt.Fprintf(log, "warning: the working tree has changes that commit %s does not: the provenance names that commit\n", o.Revision)
+	changes, err := uncommitted(root)
+	switch {
+	case err != nil && !o.AllowDirty:
+		return nil, fmt.Errorf("%w: a release is built from a git checkout (-allow-dirty for a development build)", err)
+	case len(changes) > 0 && !o.AllowDirty:
+		return nil, fmt.Errorf("the working tree differs from commit %s (git status --porcelain):\n  %s\n"+
+			"a release is built from a clean checkout; a development build takes -allow-dirty (make image IMAGE_ALLOW_DIRTY=1) and has no provenance",
+			o.Revision, strings.Join(changes, "\n  "))
+	}
+	release := err == nil && len(changes) == 0
+	if !release {
+		fmt.Fprintf(log, "development build: the working tree is not commit %s, no provenance is written\n", o.Revision)
+	}
+	toolchain, err := pinnedToolchain(root)
+	if err != nil {
+		return nil, err
 	}
 	created := time.Unix(o.SourceDateEpoch, 0).UTC()
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
@@ -114,7 +136,7 @@ func Build(o BuildOptions, log io.Writer) (*BuildResult, error) {
 	for _, p := range o.Platforms {
 		dir := filepath.Join(binDir, p.OS+"_"+p.Architecture)
 		fmt.Fprintf(log, "go build %s (%s/%s)\n", strings.Join(Binaries, " "), p.OS, p.Architecture)
-		if err := goBuild(root, dir, p, o.Version, o.Revision); err != nil {
+		if err := goBuild(root, dir, toolchain, p, o.Version, o.Revision); err != nil {
 			return nil, err
 		}
 		var files []entry
@@ -170,11 +192,20 @@ func Build(o BuildOptions, log io.Writer) (*BuildResult, error) {
 	if err := os.WriteFile(filepath.Join(o.Out, "digest"), []byte(res.Digest.String()+"\n"), 0o644); err != nil {
 		return nil, err
 	}
-	prov, err := Provenance(o, built)
+	provPath := filepath.Join(o.Out, "provenance.json")
+	if !release {
+		// A provenance left by an earlier build would describe other
+		// binaries: make sign must find none to attest.
+		if err := os.Remove(provPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+		return res, nil
+	}
+	prov, err := Provenance(o, toolchain, built)
 	if err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(o.Out, "provenance.json"), prov, 0o644); err != nil {
+	if err := os.WriteFile(provPath, prov, 0o644); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -218,6 +249,38 @@ func (o *BuildOptions) defaults(root string) error {
 	return nil
 }
 
+// uncommitted lists what git status --porcelain reports in the tree at
+// root: changed tracked files, staged or not, and untracked files that are
+// not ignored (a new .go file would be compiled in).
+func uncommitted(root string) ([]string, error) {
+	cmd := exec.Command("git", "status", "--porcelain", "--untracked-files=all")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("git status in %s: %w", root, err)
+	}
+	// Not git's TrimSpace: " M file" starts with a space.
+	if s := strings.TrimRight(string(out), "\n"); s != "" {
+		return strings.Split(s, "\n"), nil
+	}
+	return nil, nil
+}
+
+// pinnedToolchain is go.mod's toolchain directive (go1.26.8): the Go release
+// the binaries, hence the digest, are built with on any machine.
+func pinnedToolchain(root string) (string, error) {
+	raw, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "toolchain" {
+			return f[1], nil
+		}
+	}
+	return "", fmt.Errorf("%s has no toolchain directive: the image's digest depends on the Go release that builds it", filepath.Join(root, "go.mod"))
+}
+
 func git(dir string, args ...string) (string, error) {
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
@@ -228,7 +291,7 @@ func git(dir string, args ...string) (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-func goBuild(root, dir string, p v1.Platform, version, revision string) error {
+func goBuild(root, dir, toolchain string, p v1.Platform, version, revision string) error {
 	args := append([]string{"build"}, goFlags(version, revision)...)
 	args = append(args, "-o", dir+string(filepath.Separator))
 	for _, b := range Binaries {
@@ -236,7 +299,7 @@ func goBuild(root, dir string, p v1.Platform, version, revision string) error {
 	}
 	cmd := exec.Command("go", args...)
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), goEnv(p)...)
+	cmd.Env = append(os.Environ(), goEnv(toolchain, p)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
 	}

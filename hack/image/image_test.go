@@ -9,10 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -26,11 +28,11 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// testEpoch and testRevision pin what a release build takes from git.
-const (
-	testEpoch    = 1764547200 // 2025-12-01T00:00:00Z
-	testRevision = "0123456789abcdef0123456789abcdef01234567"
-)
+// testEpoch pins what a release build takes from git.
+const testEpoch = 1764547200 // 2025-12-01T00:00:00Z
+
+// testRevision is the commit of the snapshot that buildOnce builds.
+var testRevision string
 
 var allPlatforms = []v1.Platform{{OS: "linux", Architecture: "amd64"}, {OS: "linux", Architecture: "arm64"}}
 
@@ -52,8 +54,8 @@ func testVersion(t testing.TB) string {
 	return strings.TrimSpace(string(v))
 }
 
-// built is one build of the working tree, shared by the tests that only
-// read it (a build cross-compiles two binaries for two platforms).
+// built is one release build, shared by the tests that only read it (a
+// build cross-compiles two binaries for two platforms).
 var built struct {
 	once sync.Once
 	res  *BuildResult
@@ -61,6 +63,8 @@ var built struct {
 	err  error
 }
 
+// buildOnce builds a snapshot of the working tree committed as it is
+// (snapshot): a release build, which refuses a tree with uncommitted work.
 func buildOnce(t *testing.T) (*BuildResult, string) {
 	t.Helper()
 	built.once.Do(func() {
@@ -68,15 +72,17 @@ func buildOnce(t *testing.T) (*BuildResult, string) {
 		if built.err != nil {
 			return
 		}
+		root := filepath.Join(built.out, "src")
+		testRevision = snapshot(t, root, time.Unix(testEpoch, 0))
 		built.res, built.err = Build(BuildOptions{
-			Root: repoRoot(t), Out: built.out, Version: testVersion(t), Revision: testRevision,
+			Root: root, Out: filepath.Join(built.out, "dist"), Version: testVersion(t), Revision: testRevision,
 			SourceDateEpoch: testEpoch, Platforms: allPlatforms,
 		}, io.Discard)
 	})
 	if built.err != nil {
 		t.Fatal(built.err)
 	}
-	return built.res, built.out
+	return built.res, filepath.Join(built.out, "dist")
 }
 
 func TestMain(m *testing.M) {
@@ -87,15 +93,17 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// TestBuildIsReproducible builds the same sources twice, the second time
-// from a copy at another path, with other file times and another umask
+// TestBuildIsReproducible builds the same commit twice, the second time
+// from a clone at another path, with other file times and another umask
 // (what differs between two machines), and expects the same digests and
 // the same archive, byte for byte.
 func TestBuildIsReproducible(t *testing.T) {
 	first, firstOut := buildOnce(t)
 
 	copyRoot := filepath.Join(t.TempDir(), "elsewhere", "ohmlab-controller")
-	copySources(t, repoRoot(t), copyRoot, time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC))
+	if rev := snapshot(t, copyRoot, time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)); rev != testRevision {
+		t.Fatalf("the second snapshot is commit %s, the first %s", rev, testRevision)
+	}
 	old := syscall.Umask(0o077)
 	second, err := Build(BuildOptions{
 		Root: copyRoot, Out: t.TempDir(), Version: testVersion(t), Revision: testRevision,
@@ -120,9 +128,44 @@ func TestBuildIsReproducible(t *testing.T) {
 	}
 }
 
+// snapshot commits the working tree as it is (tracked files and new ones
+// not ignored) into a new repository at to, every file with time mtime, and
+// returns the commit: the same sources give the same commit, wherever and
+// whenever they are copied.
+func snapshot(t testing.TB, to string, mtime time.Time) string {
+	t.Helper()
+	copySources(t, repoRoot(t), to, mtime)
+	return commitAll(t, to)
+}
+
+// commitAll commits every file under dir into a new repository there, at
+// testEpoch, and returns the commit.
+func commitAll(t testing.TB, dir string) string {
+	t.Helper()
+	gitIn(t, dir, "init", "-q")
+	gitIn(t, dir, "add", "-A")
+	gitIn(t, dir, "-c", "user.name=ohmlab", "-c", "user.email=ohmlab@example.invalid", "-c", "commit.gpgsign=false",
+		"commit", "-q", "--no-verify", "-m", "snapshot", "--date", "@"+fmt.Sprint(testEpoch))
+	return gitIn(t, dir, "rev-parse", "HEAD")
+}
+
+// gitIn runs git in dir with fixed commit dates and no user configuration.
+func gitIn(t testing.TB, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
+		"GIT_COMMITTER_DATE=@"+fmt.Sprint(testEpoch))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
 // copySources copies the files git knows of (tracked, and new ones not
 // ignored), as a checkout on another machine would have them.
-func copySources(t *testing.T, from, to string, mtime time.Time) {
+func copySources(t testing.TB, from, to string, mtime time.Time) {
 	t.Helper()
 	cmd := exec.Command("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard")
 	cmd.Dir = from
@@ -346,9 +389,13 @@ func TestExtractedBinaryIsTheReleasedOne(t *testing.T) {
 	}
 }
 
-// TestProvenance checks the SLSA v1 predicate make sign attests: builder,
-// source and commit, Go version and flags as the toolchain recorded them,
-// and the resolved modules with their go.sum hashes.
+// TestProvenance checks the SLSA v1 predicate make sign attests against
+// the real build: the builder is the Go toolchain go.mod pins, which built
+// every binary, with the image build program's modules as its
+// dependencies; the materials are the source commit, the toolchain's
+// standard library and exactly the modules `go version -m` lists for the
+// built binaries (the main module at that commit, each dependency with its
+// go.sum hash).
 func TestProvenance(t *testing.T) {
 	_, out := buildOnce(t)
 	raw, err := os.ReadFile(filepath.Join(out, "provenance.json"))
@@ -360,22 +407,39 @@ func TestProvenance(t *testing.T) {
 		t.Fatal(err)
 	}
 	bd := p.BuildDefinition
-	if p.RunDetails.Builder.ID != builderID || bd.BuildType != buildType {
-		t.Errorf("builder %q, build type %q", p.RunDetails.Builder.ID, bd.BuildType)
+	toolchain := goModToolchain(t, repoRoot(t))
+	if bd.BuildType != buildType {
+		t.Errorf("build type %q", bd.BuildType)
+	}
+	host := runtime.GOOS + "/" + runtime.GOARCH
+	b := p.RunDetails.Builder
+	if want := "pkg:golang/golang.org/toolchain@v0.0.1-" + toolchain + "." + runtime.GOOS + "-" + runtime.GOARCH; b.ID != want {
+		t.Errorf("builder id %q, want %q", b.ID, want)
+	}
+	if b.Version["go"] != toolchain || b.Version["host"] != host || b.Version["imageBuilderGo"] != runtime.Version() {
+		t.Errorf("builder version %v, want go %s on %s, the image builder's Go %s", b.Version, toolchain, host, runtime.Version())
+	}
+	ggcr := strings.TrimSpace(goIn(t, ".", "list", "-m", "-f", "{{.Path}}@{{.Version}}", "github.com/google/go-containerregistry"))
+	ggcrPath, ggcrVersion, _ := strings.Cut(ggcr, "@")
+	wantH1, _ := goModuleH1(goSum(t, "go.sum")[ggcrPath+" "+ggcrVersion])
+	if !slices.ContainsFunc(b.BuilderDependencies, func(d resourceDescriptor) bool {
+		return d.URI == "pkg:golang/"+ggcr && d.Digest["goModuleH1"] == wantH1 && wantH1 != ""
+	}) {
+		t.Errorf("builder dependencies lack %s with goModuleH1 %s:\n%v", ggcr, wantH1, b.BuilderDependencies)
 	}
 	wantSource := resourceDescriptor{URI: "git+https://github.com/ohmlab/ohmlab-controller", Digest: map[string]string{"gitCommit": testRevision}}
 	if diff := cmp.Diff(wantSource, bd.ExternalParameters.Source); diff != "" {
 		t.Errorf("source (-want +got):\n%s", diff)
 	}
-	if bd.InternalParameters.GoVersion != runtime.Version() {
-		t.Errorf("Go version %q, want %q", bd.InternalParameters.GoVersion, runtime.Version())
+	if bd.InternalParameters.GoVersion != toolchain {
+		t.Errorf("Go version %q, want go.mod's toolchain %q", bd.InternalParameters.GoVersion, toolchain)
 	}
 	if len(bd.InternalParameters.Settings) != 4 {
 		t.Errorf("settings of %d binaries, want 4", len(bd.InternalParameters.Settings))
 	}
 	for name, s := range bd.InternalParameters.Settings {
 		arch := strings.TrimPrefix(strings.Split(name, "/")[0], "linux_")
-		for k, want := range map[string]string{"CGO_ENABLED": "0", "-trimpath": "true", "GOOS": "linux", "GOARCH": arch} {
+		for k, want := range map[string]string{"CGO_ENABLED": "0", "-trimpath": "true", "GOOS": "linux", "GOARCH": arch, "vcs.revision": testRevision, "vcs.modified": "false"} {
 			if s[k] != want {
 				t.Errorf("%s: build setting %s = %q, want %q", name, k, s[k], want)
 			}
@@ -387,35 +451,101 @@ func TestProvenance(t *testing.T) {
 		!strings.Contains(flags, "buildinfo.Version="+testVersion(t)+" ") || !strings.Contains(flags, "buildinfo.Revision="+testRevision) {
 		t.Errorf("Go flags %q lack -trimpath, the version or the revision", flags)
 	}
-	deps := map[string]resourceDescriptor{}
+
+	want := map[string]resourceDescriptor{}
+	for _, d := range []resourceDescriptor{
+		{Name: "source", URI: "git+https://github.com/ohmlab/ohmlab-controller@" + testRevision, Digest: map[string]string{"gitCommit": testRevision}},
+		{Name: "go", URI: "pkg:golang/stdlib@" + strings.TrimPrefix(toolchain, "go")},
+	} {
+		want[d.URI] = d
+	}
+	bins, err := filepath.Glob(filepath.Join(out, "bin", "*", "*"))
+	if err != nil || len(bins) != 4 {
+		t.Fatalf("built binaries %v (%v), want 4", bins, err)
+	}
+	for _, bin := range bins {
+		for _, m := range goVersionM(t, bin, toolchain) {
+			want[m.URI] = m
+		}
+	}
+	if !slices.ContainsFunc(slices.Collect(maps.Values(want)), func(d resourceDescriptor) bool {
+		return strings.HasPrefix(d.URI, "pkg:golang/sigs.k8s.io/controller-runtime@") && d.Digest["goModuleH1"] != ""
+	}) {
+		t.Fatalf("go version -m lists no controller-runtime with its hash: %v", want)
+	}
+	got := map[string]resourceDescriptor{}
 	for _, d := range bd.ResolvedDependencies {
-		deps[d.URI] = d
+		got[d.URI] = d
 	}
-	if deps["git+https://github.com/ohmlab/ohmlab-controller@"+testRevision].Digest["gitCommit"] != testRevision {
-		t.Error("no source commit among the resolved dependencies")
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("resolved dependencies, against go version -m of the built binaries (-want +got):\n%s", diff)
 	}
-	if _, ok := deps["pkg:golang/stdlib@"+strings.TrimPrefix(runtime.Version(), "go")]; !ok {
-		t.Error("no Go toolchain among the resolved dependencies")
+}
+
+// goVersionM is what `go version -m` says of a binary: the main module (at
+// testRevision) and each dependency, its replacement if replaced, with its
+// go.sum hash; and it checks the binary was built by toolchain.
+func goVersionM(t *testing.T, bin, toolchain string) []resourceDescriptor {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(goIn(t, ".", "version", "-m", bin)), "\n")
+	if !strings.HasSuffix(lines[0], ": "+toolchain) {
+		t.Errorf("%s: %s, want %s", bin, lines[0], toolchain)
 	}
-	// Every module of the product's go.sum that the binaries link, with
-	// the go.sum hash: controller-runtime and the fallback CA roots at least.
-	sums := goSum(t, filepath.Join(repoRoot(t), "go.sum"))
-	for _, mod := range []string{"sigs.k8s.io/controller-runtime", "golang.org/x/crypto/x509roots/fallback", "github.com/hashicorp/vault/api"} {
-		var found bool
-		for uri, d := range deps {
-			path, version, ok := strings.Cut(strings.TrimPrefix(uri, "pkg:golang/"), "@")
-			if !ok || path != mod {
-				continue
+	var mods []resourceDescriptor
+	for _, line := range lines[1:] {
+		f := strings.Split(strings.TrimPrefix(line, "\t"), "\t")
+		switch f[0] {
+		case "mod":
+			mods = append(mods, resourceDescriptor{URI: "pkg:golang/" + f[1] + "@" + f[2], Digest: map[string]string{"gitCommit": testRevision}})
+		case "dep", "=>":
+			if f[0] == "=>" {
+				mods = mods[:len(mods)-1]
 			}
-			found = true
-			want, _ := goModuleH1(sums[path+" "+version])
-			if want == "" || d.Digest["goModuleH1"] != want {
-				t.Errorf("%s: goModuleH1 %q, go.sum says %q", uri, d.Digest["goModuleH1"], want)
+			d := resourceDescriptor{URI: "pkg:golang/" + f[1] + "@" + f[2]}
+			if len(f) > 3 {
+				h, ok := goModuleH1(f[3])
+				if !ok {
+					t.Fatalf("%s: %q is no go.sum hash", bin, f[3])
+				}
+				d.Digest = map[string]string{"goModuleH1": h}
 			}
+			mods = append(mods, d)
 		}
-		if !found {
-			t.Errorf("module %s is not among the resolved dependencies", mod)
+	}
+	return mods
+}
+
+// goModToolchain is the toolchain directive of dir's go.mod.
+func goModToolchain(t *testing.T, dir string) string {
+	t.Helper()
+	tc := strings.TrimSpace(goIn(t, dir, "mod", "edit", "-print"))
+	for _, line := range strings.Split(tc, "\n") {
+		if v, ok := strings.CutPrefix(line, "toolchain "); ok {
+			return v
 		}
+	}
+	t.Fatalf("%s/go.mod has no toolchain directive", dir)
+	return ""
+}
+
+func goIn(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go %s: %v", strings.Join(args, " "), err)
+	}
+	return string(out)
+}
+
+// TestToolchainIsPinned: the product and the image build program (which
+// gzips the layers) pin one Go release, so that the digest is the same on
+// another machine.
+func TestToolchainIsPinned(t *testing.T) {
+	product, builder := goModToolchain(t, repoRoot(t)), goModToolchain(t, ".")
+	if product != builder {
+		t.Errorf("go.mod pins %s, hack/image/go.mod %s", product, builder)
 	}
 }
 
@@ -466,5 +596,108 @@ func TestChartRunsTheImageAsItsUser(t *testing.T) {
 	}
 	if !strings.Contains(string(deployment), "command:\n            - /ohmlab-controller\n") {
 		t.Error("the chart's Deployment does not run /ohmlab-controller, the image's entrypoint")
+	}
+}
+
+// TestReleaseBuildRefusesUncommittedWork builds a small module of two
+// commands in a fresh repository, changed in one way each: a release build
+// refuses any change that git status --porcelain reports, and binaries
+// whose build information names another commit than the one given; -allow-dirty
+// builds the tree as it is and leaves no provenance to attest.
+func TestReleaseBuildRefusesUncommittedWork(t *testing.T) {
+	// write adds a file of package main that compiles beside main.go.
+	write := func(name string) func(t *testing.T, root string) {
+		return func(t *testing.T, root string) {
+			writeFile(t, filepath.Join(root, name), "package main\n\nfunc init() {}\n")
+		}
+	}
+	for _, tc := range []struct {
+		name       string
+		change     func(t *testing.T, root string)
+		revision   string // "" the commit
+		allowDirty bool
+		refused    string // "": built
+		provenance bool
+	}{
+		{name: "clean", provenance: true},
+		{name: "ignored build output", change: write("dist/leftover.go"), provenance: true},
+		{name: "modified tracked file", change: func(t *testing.T, root string) {
+			writeFile(t, filepath.Join(root, "cmd", "ohmlab", "main.go"), "package main\n\nfunc main() { println() }\n")
+		}, refused: " M cmd/ohmlab/main.go"},
+		{name: "untracked Go file", change: write("cmd/ohmlab/extra.go"), refused: "?? cmd/ohmlab/extra.go"},
+		{name: "staged new file", change: func(t *testing.T, root string) {
+			write("cmd/ohmlab/extra.go")(t, root)
+			gitIn(t, root, "add", "cmd/ohmlab/extra.go")
+		}, refused: "A  cmd/ohmlab/extra.go"},
+		{name: "deleted tracked file", change: func(t *testing.T, root string) {
+			if err := os.Remove(filepath.Join(root, "README")); err != nil {
+				t.Fatal(err)
+			}
+		}, refused: " D README"},
+		{name: "not a git checkout", change: func(t *testing.T, root string) {
+			if err := os.RemoveAll(filepath.Join(root, ".git")); err != nil {
+				t.Fatal(err)
+			}
+		}, refused: "git status in " /* the root */},
+		{name: "revision other than the commit", revision: "0123456789abcdef0123456789abcdef01234567",
+			refused: `built from commit "`},
+		{name: "untracked Go file, development build", change: write("cmd/ohmlab/extra.go"), allowDirty: true},
+		{name: "not a git checkout, development build", change: func(t *testing.T, root string) {
+			if err := os.RemoveAll(filepath.Join(root, ".git")); err != nil {
+				t.Fatal(err)
+			}
+		}, allowDirty: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root, out := t.TempDir(), t.TempDir()
+			toolchain := goModToolchain(t, repoRoot(t))
+			writeFile(t, filepath.Join(root, "go.mod"), "module example.com/two\n\ngo 1.26.0\n\ntoolchain "+toolchain+"\n")
+			writeFile(t, filepath.Join(root, ".gitignore"), "dist/\n")
+			writeFile(t, filepath.Join(root, "README"), "two commands\n")
+			for _, cmd := range Binaries {
+				writeFile(t, filepath.Join(root, "cmd", cmd, "main.go"), "package main\n\nfunc main() {}\n")
+			}
+			revision := commitAll(t, root)
+			if tc.revision != "" {
+				revision = tc.revision
+			}
+			if tc.change != nil {
+				tc.change(t, root)
+			}
+			// A provenance of an earlier build must not survive a
+			// development build.
+			writeFile(t, filepath.Join(out, "provenance.json"), "{}")
+
+			_, err := Build(BuildOptions{
+				Root: root, Out: out, Version: "1.2.3", Revision: revision, SourceDateEpoch: testEpoch,
+				Platforms: allPlatforms[:1], AllowDirty: tc.allowDirty,
+			}, io.Discard)
+			if tc.refused != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.refused) {
+					t.Fatalf("Build: %v, want a refusal naming %q", err, tc.refused)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Build: %v", err)
+			}
+			prov, err := os.ReadFile(filepath.Join(out, "provenance.json"))
+			switch {
+			case tc.provenance && (err != nil || !strings.Contains(string(prov), revision)):
+				t.Errorf("provenance.json: %v, want one naming commit %s:\n%s", err, revision, prov)
+			case !tc.provenance && !errors.Is(err, os.ErrNotExist):
+				t.Errorf("a development build left provenance.json (%v):\n%s", err, prov)
+			}
+		})
+	}
+}
+
+func writeFile(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -2,14 +2,16 @@
 // image without a container daemon (make image, make image-push, the e2e
 // test that runs the binary out of the image):
 //
-//	image build   [-root DIR] [-out DIR] [-version V] [-revision R] [-source-date-epoch S] [-platforms P,...]
+//	image build   [-root DIR] [-out DIR] [-version V] [-revision R] [-source-date-epoch S] [-platforms P,...] [-allow-dirty]
 //	image push    -layout DIR -ref REGISTRY/REPO:TAG [-insecure]
 //	image extract -layout DIR -platform OS/ARCH -file NAME -out PATH
 //
 // build writes, under -out: oci/ (an OCI image layout holding one image
 // index), ohmlab-controller-VERSION.oci.tar (the same layout as one archive),
 // digest (the index digest) and provenance.json (the SLSA v1 provenance
-// predicate that make sign attests).
+// predicate that make sign attests). build refuses a working tree that
+// differs from its commit, untracked files included; -allow-dirty builds it
+// anyway, for development, and writes no provenance.
 package main
 
 import (
@@ -42,6 +44,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		fs.StringVar(&o.Revision, "revision", "", "source revision (default: git rev-parse HEAD)")
 		fs.Int64Var(&o.SourceDateEpoch, "source-date-epoch", -1, "timestamp of every file and of the config (default: $SOURCE_DATE_EPOCH, else the commit time)")
 		fs.StringVar(&platforms, "platforms", "linux/amd64,linux/arm64", "comma-separated OS/ARCH list")
+		fs.BoolVar(&o.AllowDirty, "allow-dirty", false, "development build: accept uncommitted changes, write no provenance")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}

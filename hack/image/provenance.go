@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"sort"
 	"strings"
 )
@@ -48,8 +50,14 @@ type runDetails struct {
 	Byproducts []resourceDescriptor `json:"byproducts,omitempty"`
 }
 
+// builder is what ran the build: the Go toolchain that compiled the
+// binaries (its release and host, the module the go command downloads it
+// as) and, as its dependencies, the modules of the program that assembled
+// the image's layers.
 type builder struct {
-	ID string `json:"id"`
+	ID                  string               `json:"id"`
+	Version             map[string]string    `json:"version,omitempty"`
+	BuilderDependencies []resourceDescriptor `json:"builderDependencies,omitempty"`
 }
 
 type resourceDescriptor struct {
@@ -58,16 +66,21 @@ type resourceDescriptor struct {
 	Digest map[string]string `json:"digest,omitempty"`
 }
 
-const (
-	buildType = SourceRepo + "/tree/main/hack/image#v1"
-	builderID = SourceRepo + "/hack/image"
-)
+const buildType = SourceRepo + "/tree/main/hack/image#v1"
+
+// toolchainID is the Go toolchain as the go command names it when it
+// downloads one (GOTOOLCHAIN): golang.org/toolchain@v0.0.1-go1.26.8.linux-amd64.
+func toolchainID(goVersion, host string) string {
+	return "pkg:golang/golang.org/toolchain@v0.0.1-" + goVersion + "." + strings.ReplaceAll(host, "/", "-")
+}
 
 // Provenance describes the build of the binaries (paths under
-// BIN/OS_ARCH/NAME): the source repository and commit, the Go version and
-// flags, and every module the toolchain linked in, read back from the
-// binaries' own build information, as materials.
-func Provenance(o BuildOptions, binaries []string) ([]byte, error) {
+// BIN/OS_ARCH/NAME) with toolchain: the source repository and commit, the
+// Go version and flags, and as materials the main module and every module
+// the toolchain linked in, read back from the binaries' own build
+// information. It refuses binaries whose build information names another
+// commit, a modified tree or another toolchain: it attests only that.
+func Provenance(o BuildOptions, toolchain string, binaries []string) ([]byte, error) {
 	src := resourceDescriptor{URI: "git+" + SourceRepo, Digest: map[string]string{"gitCommit": o.Revision}}
 	p := provenance{
 		BuildDefinition: buildDefinition{
@@ -80,7 +93,6 @@ func Provenance(o BuildOptions, binaries []string) ([]byte, error) {
 				Settings: map[string]map[string]string{},
 			},
 		},
-		RunDetails: runDetails{Builder: builder{ID: builderID}},
 	}
 	for _, pl := range o.Platforms {
 		p.BuildDefinition.ExternalParameters.Platforms = append(p.BuildDefinition.ExternalParameters.Platforms, pl.OS+"/"+pl.Architecture)
@@ -92,24 +104,21 @@ func Provenance(o BuildOptions, binaries []string) ([]byte, error) {
 			return nil, fmt.Errorf("reading the build information of %s: %w", bin, err)
 		}
 		name := filepath.Base(filepath.Dir(bin)) + "/" + filepath.Base(bin)
-		if p.BuildDefinition.InternalParameters.GoVersion == "" {
-			p.BuildDefinition.InternalParameters.GoVersion = bi.GoVersion
-		} else if bi.GoVersion != p.BuildDefinition.InternalParameters.GoVersion {
-			return nil, fmt.Errorf("%s was built by %s, another binary by %s", name, bi.GoVersion, p.BuildDefinition.InternalParameters.GoVersion)
+		if bi.GoVersion != toolchain {
+			return nil, fmt.Errorf("%s was built by %s, go.mod pins %s", name, bi.GoVersion, toolchain)
 		}
 		settings := map[string]string{}
 		for _, s := range bi.Settings {
 			settings[s.Key] = s.Value
 		}
+		if settings["vcs.revision"] != o.Revision || settings["vcs.modified"] != "false" {
+			return nil, fmt.Errorf("%s was built from commit %q (modified: %q), not from commit %s as it is", name, settings["vcs.revision"], settings["vcs.modified"], o.Revision)
+		}
 		p.BuildDefinition.InternalParameters.Settings[name] = settings
+		main := resourceDescriptor{URI: "pkg:golang/" + bi.Main.Path + "@" + bi.Main.Version, Digest: map[string]string{"gitCommit": o.Revision}}
+		deps[main.URI] = main
 		for _, m := range bi.Deps {
-			if m.Replace != nil {
-				m = m.Replace
-			}
-			rd := resourceDescriptor{URI: "pkg:golang/" + m.Path + "@" + m.Version}
-			if h, ok := goModuleH1(m.Sum); ok {
-				rd.Digest = map[string]string{"goModuleH1": h}
-			}
+			rd := moduleDescriptor(m)
 			deps[rd.URI] = rd
 		}
 		data, err := os.ReadFile(bin)
@@ -121,20 +130,58 @@ func Provenance(o BuildOptions, binaries []string) ([]byte, error) {
 			Name: name, Digest: map[string]string{"sha256": hex.EncodeToString(sum[:])},
 		})
 	}
-	goVersion := p.BuildDefinition.InternalParameters.GoVersion
-	p.BuildDefinition.ResolvedDependencies = []resourceDescriptor{
+	p.BuildDefinition.InternalParameters.GoVersion = toolchain
+	p.BuildDefinition.ResolvedDependencies = append([]resourceDescriptor{
 		{Name: "source", URI: src.URI + "@" + o.Revision, Digest: src.Digest},
-		{Name: "go", URI: "pkg:golang/stdlib@" + strings.TrimPrefix(goVersion, "go")},
+		{Name: "go", URI: "pkg:golang/stdlib@" + strings.TrimPrefix(toolchain, "go")},
+	}, sorted(deps)...)
+
+	// The image build program itself: the go command built it for the
+	// host it runs on, with the modules it records.
+	self, ok := debug.ReadBuildInfo()
+	if !ok {
+		return nil, fmt.Errorf("the image build program carries no build information")
 	}
-	uris := make([]string, 0, len(deps))
-	for u := range deps {
+	mine := map[string]resourceDescriptor{}
+	for _, m := range self.Deps {
+		rd := moduleDescriptor(m)
+		mine[rd.URI] = rd
+	}
+	host := runtime.GOOS + "/" + runtime.GOARCH
+	p.RunDetails.Builder = builder{
+		ID:      toolchainID(toolchain, host),
+		Version: map[string]string{"go": toolchain, "host": host, "imageBuilderGo": self.GoVersion},
+		BuilderDependencies: append([]resourceDescriptor{
+			{Name: "image builder", URI: "pkg:golang/" + self.Main.Path + "@" + self.Main.Version},
+		}, sorted(mine)...),
+	}
+	return json.MarshalIndent(p, "", "  ")
+}
+
+// moduleDescriptor names a linked module (its replacement if replaced) as
+// a package URL, with its go.sum hash.
+func moduleDescriptor(m *debug.Module) resourceDescriptor {
+	if m.Replace != nil {
+		m = m.Replace
+	}
+	rd := resourceDescriptor{URI: "pkg:golang/" + m.Path + "@" + m.Version}
+	if h, ok := goModuleH1(m.Sum); ok {
+		rd.Digest = map[string]string{"goModuleH1": h}
+	}
+	return rd
+}
+
+func sorted(m map[string]resourceDescriptor) []resourceDescriptor {
+	uris := make([]string, 0, len(m))
+	for u := range m {
 		uris = append(uris, u)
 	}
 	sort.Strings(uris)
+	out := make([]resourceDescriptor, 0, len(uris))
 	for _, u := range uris {
-		p.BuildDefinition.ResolvedDependencies = append(p.BuildDefinition.ResolvedDependencies, deps[u])
+		out = append(out, m[u])
 	}
-	return json.MarshalIndent(p, "", "  ")
+	return out
 }
 
 // goModuleH1 turns a go.sum hash (h1:base64) into the in-toto goModuleH1

@@ -19,7 +19,8 @@ import (
 
 // imageLayoutEnv names an OCI layout written by `make image` (dist/oci) to
 // take the controller from; unset, the test builds the linux/amd64 image
-// itself with the same program.
+// itself with the same program, from the working tree as it is
+// (-allow-dirty: a test, not a release).
 const imageLayoutEnv = "OHMLAB_IMAGE_LAYOUT"
 
 // imageController returns the ohmlab-controller binary taken out of the
@@ -36,7 +37,7 @@ func imageController(t *testing.T) (bin, revision string) {
 			t.Fatalf("git rev-parse HEAD: %v", err)
 		}
 		revision = strings.TrimSpace(string(out))
-		hackImage(t, "build", "-root", root, "-out", filepath.Join(dir, "dist"), "-revision", revision, "-platforms", "linux/amd64")
+		hackImage(t, "build", "-root", root, "-out", filepath.Join(dir, "dist"), "-revision", revision, "-platforms", "linux/amd64", "-allow-dirty")
 		layoutDir = filepath.Join(dir, "dist", "oci")
 	}
 	bin = filepath.Join(dir, "ohmlab-controller")
