@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/json"
 )
 
 // DeletionPolicy says what happens to the Vault path when its VaultSeed is
@@ -113,10 +114,43 @@ type ManagedKey struct {
 	// +kubebuilder:validation:MinLength=1
 	Key string `json:"key"`
 	// Version is the KV v2 version the controller's last write of the key
-	// created.
+	// created. Absent when unknown: the key was recorded by the first
+	// release, which kept names only, and is never pruned on a guess.
 	// +kubebuilder:validation:Minimum=1
-	Version int64 `json:"version"`
+	// +optional
+	Version int64 `json:"version,omitempty"`
+
+	// storedAsName: decoded from the first release's shape, a bare name.
+	storedAsName bool `json:"-"`
 }
+
+// UnmarshalJSON reads both shapes of a managed key: today's {key, version}
+// and the first release's bare name, which becomes {Key: name} with an
+// unknown version (issue 23: objects stored by the first release must
+// decode, or the cache never syncs).
+func (m *ManagedKey) UnmarshalJSON(data []byte) error {
+	if len(data) > 0 && data[0] == '"' {
+		var name string
+		if err := json.Unmarshal(data, &name); err != nil {
+			return err
+		}
+		*m = ManagedKey{Key: name, storedAsName: true}
+		return nil
+	}
+	// managedKey has ManagedKey's fields without its methods, so that
+	// decoding it does not call UnmarshalJSON again.
+	type managedKey ManagedKey
+	var k managedKey
+	if err := json.Unmarshal(data, &k); err != nil {
+		return err
+	}
+	*m = ManagedKey(k)
+	return nil
+}
+
+// StoredAsName reports whether the key was read in the first release's
+// shape: the object's status must be written again in today's shape.
+func (m ManagedKey) StoredAsName() bool { return m.storedAsName }
 
 // VaultSeed declares one KV v2 path of Vault: the controller seeds missing
 // keys once, keeps references equal to their source and reports what it did.

@@ -1,0 +1,231 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/yaml"
+
+	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+	"github.com/ohmlab/ohmlab-controller/charts/charttest"
+	"github.com/ohmlab/ohmlab-controller/test/harness"
+)
+
+// TestUpgradeFromTheFirstRelease stores objects under the first release's
+// CRD (status.managedKeys a list of names, testdata/first-release), then
+// applies today's CRD and starts today's controller (issue 23, item 1):
+//
+//  1. The API server, under today's schema, still accepts the finalizer
+//     patch and a status patch of an object whose stored status has the
+//     old shape (CRD validation ratcheting).
+//  2. Today's process syncs its cache and becomes ready while the first
+//     release's process still holds the Lease, as in a rolling upgrade;
+//     its webhook admits a spec update, decoding the old object.
+//  3. Once it holds the Lease, the objects go Ready, status.managedKeys is
+//     rewritten in today's shape with unknown versions, and a key whose
+//     version is unknown is kept by a prune, never removed on a guess.
+func TestUpgradeFromTheFirstRelease(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	env := startEnv(t, 2*time.Second)
+	kv := env.Vault.Client.KVv2("ohmlab")
+	values := map[string]any{"a": "first-release-value-a", "b": "first-release-value-b"}
+	names := []string{"first-release-prune", "first-release-keep"}
+	path := func(name string) string { return "ohmlab/platforms/production/core/" + name }
+
+	// The first release's objects, as it stored them. Its webhook admitted
+	// them; this test does not run it.
+	webhook := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	g.Expect(env.CP.Client.Get(ctx, client.ObjectKey{Name: env.Chart.WebhookConfiguration}, webhook)).To(Succeed())
+	g.Expect(env.CP.Client.Delete(ctx, webhook)).To(Succeed())
+	setCRD(t, env, firstReleaseCRD(t))
+	for _, name := range names {
+		seed := &ohmlabv1alpha1.VaultSeed{
+			ObjectMeta: metav1.ObjectMeta{Namespace: SeedNamespace, Name: name},
+			Spec: ohmlabv1alpha1.VaultSeedSpec{
+				Path: path(name), Prune: true,
+				Data: &apiextensionsv1.JSON{Raw: []byte(`{"a":"<random:24>","b":"<random:24>"}`)},
+			},
+		}
+		g.Expect(env.CP.Client.Create(ctx, seed)).To(Succeed())
+		rest := strings.TrimPrefix(path(name), "ohmlab/")
+		_, err := kv.Put(ctx, rest, values)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(kv.PatchMetadata(ctx, rest, vaultMetadata(map[string]any{ohmlabv1alpha1.OwnerMetadataKey: SeedNamespace + "/" + name}))).To(Succeed())
+		status := `{"status":{"observedGeneration":1,"version":1,"managedKeys":["a","b"],"conditions":[` +
+			`{"type":"Ready","status":"True","reason":"Reconciled","message":"the path holds what is declared","lastTransitionTime":"2026-11-01T00:00:00Z","observedGeneration":1}]}}`
+		// The API server serves the first release's schema once it has
+		// taken the CRD in.
+		g.Eventually(func() error {
+			return env.CP.Client.Status().Patch(ctx, storedSeed(name), client.RawPatch(types.MergePatchType, []byte(status)))
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+	}
+	stored := func(name string) []any {
+		t.Helper()
+		u := storedSeed(name)
+		g.Expect(env.CP.Client.Get(ctx, client.ObjectKeyFromObject(u), u)).To(Succeed())
+		keys, _, _ := unstructured.NestedSlice(u.Object, "status", "managedKeys")
+		return keys
+	}
+	g.Expect(stored(names[0])).To(Equal([]any{"a", "b"}))
+
+	// Today's CRD, as the chart installs it, and the webhook again.
+	setCRD(t, env, todaysCRD(t, env))
+	g.Eventually(func() error {
+		// Accepted only under today's schema.
+		probe := storedSeed(names[0])
+		return env.CP.Client.Status().Patch(ctx, probe, client.RawPatch(types.MergePatchType, []byte(`{"status":{"managedKeys":[{"key":"a"}]}}`)), client.DryRunAll)
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+	webhook.ResourceVersion, webhook.UID, webhook.ManagedFields = "", "", nil
+	g.Expect(env.CP.Client.Create(ctx, webhook)).To(Succeed())
+
+	// 1. The API server takes the controller's writes of an object stored
+	// in the old shape, and keeps the old shape where they do not touch it.
+	seed := &ohmlabv1alpha1.VaultSeed{}
+	g.Expect(env.CP.Client.Get(ctx, client.ObjectKey{Namespace: SeedNamespace, Name: names[1]}, seed)).To(Succeed())
+	before := seed.DeepCopy()
+	controllerutil.AddFinalizer(seed, ohmlabv1alpha1.Finalizer)
+	g.Expect(env.CP.Client.Patch(ctx, seed, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))).To(Succeed(), "the finalizer patch")
+	before = seed.DeepCopy()
+	meta.SetStatusCondition(&seed.Status.Conditions, metav1.Condition{Type: ohmlabv1alpha1.ConditionReady, Status: metav1.ConditionTrue,
+		Reason: ohmlabv1alpha1.ReasonReconciled, Message: "written under today's schema", ObservedGeneration: seed.Generation})
+	g.Expect(env.CP.Client.Status().Patch(ctx, seed, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))).To(Succeed(), "the status patch")
+	before = seed.DeepCopy()
+	controllerutil.RemoveFinalizer(seed, ohmlabv1alpha1.Finalizer)
+	g.Expect(env.CP.Client.Patch(ctx, seed, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))).To(Succeed(), "the finalizer removal")
+	g.Expect(stored(names[1])).To(Equal([]any{"a", "b"}), "the patches rewrote managedKeys")
+
+	// 2. The first release's process holds the Lease: today's process
+	// starts beside it and answers admissions.
+	first := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ControllerNamespace, Name: LeaseName},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity: ptr.To("first-release-replica"), LeaseDurationSeconds: ptr.To[int32](3600),
+			AcquireTime: &metav1.MicroTime{Time: time.Now()}, RenewTime: &metav1.MicroTime{Time: time.Now()},
+		},
+	}
+	g.Expect(env.CP.Client.Create(ctx, first)).To(Succeed())
+	c := startController(t, env)
+	// The prune object no longer declares b: admitted, the webhook decoding
+	// the stored object's status in the old shape.
+	update := &ohmlabv1alpha1.VaultSeed{}
+	g.Expect(env.CP.Client.Get(ctx, client.ObjectKey{Namespace: SeedNamespace, Name: names[0]}, update)).To(Succeed())
+	update.Spec.Data = &apiextensionsv1.JSON{Raw: []byte(`{"a":"<random:24>"}`)}
+	g.Expect(env.CP.Client.Update(ctx, update)).To(Succeed(), "a spec update through the webhook")
+	g.Expect(stored(names[0])).To(Equal([]any{"a", "b"}), "the webhook saw today's shape")
+
+	// 3. Today's process takes the Lease over.
+	g.Expect(env.CP.Client.Delete(ctx, first)).To(Succeed())
+	g.Eventually(func() []any { return stored(names[0]) }).WithTimeout(60*time.Second).
+		Should(Equal([]any{map[string]any{"key": "a"}}), "b was kept, so it is no longer managed")
+	g.Eventually(func() []any { return stored(names[1]) }).WithTimeout(60 * time.Second).
+		Should(Equal([]any{map[string]any{"key": "a"}, map[string]any{"key": "b"}}))
+	for _, name := range names {
+		g.Eventually(func() bool {
+			s := &ohmlabv1alpha1.VaultSeed{}
+			g.Expect(env.CP.Client.Get(ctx, client.ObjectKey{Namespace: SeedNamespace, Name: name}, s)).To(Succeed())
+			return hasCondition(ohmlabv1alpha1.ConditionReady, metav1.ConditionTrue, ohmlabv1alpha1.ReasonReconciled)(s)
+		}).WithTimeout(60*time.Second).Should(BeTrue(), "%s Ready", name)
+	}
+	for _, name := range names {
+		st := readState(t, env, path(name))
+		g.Expect(st.Data).To(Equal(values), "%s: nothing pruned, nothing rewritten", name)
+		g.Expect(st.Version).To(Equal(1), name)
+	}
+	g.Eventually(func() []string { return eventsOf(t, env, names[0]) }).WithTimeout(30 * time.Second).
+		Should(ContainElement(MatchRegexp(`^Kept: .*\bb\b`)))
+	g.Expect(c.Logs()).To(ContainSubstring("rewrote status.managedKeys"))
+	for _, v := range values {
+		g.Expect(c.Logs()).NotTo(ContainSubstring(v.(string)), "no value in the logs")
+	}
+}
+
+// storedSeed is a VaultSeed as the API server stores it, whatever the shape
+// of its status.
+func storedSeed(name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(ohmlabv1alpha1.GroupVersion.WithKind("VaultSeed"))
+	u.SetNamespace(SeedNamespace)
+	u.SetName(name)
+	return u
+}
+
+// firstReleaseCRD is the first release's VaultSeed CRD, kept as test data.
+func firstReleaseCRD(t *testing.T) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(harness.RepoRoot(), "test", "e2e", "testdata", "first-release", "ohmlab.fr_vaultseeds.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.UnmarshalStrict(data, crd); err != nil {
+		t.Fatal(err)
+	}
+	return crd
+}
+
+// todaysCRD is the VaultSeed CRD the chart renders.
+func todaysCRD(t *testing.T, env *Env) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	for _, o := range charttest.Filter(env.Objects, "CustomResourceDefinition") {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		data, err := o.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.UnmarshalStrict(data, crd); err != nil {
+			t.Fatal(err)
+		}
+		if crd.Name == "vaultseeds.ohmlab.fr" {
+			return crd
+		}
+	}
+	t.Fatal("the chart renders no VaultSeed CRD")
+	return nil
+}
+
+// setCRD replaces the live VaultSeed CRD's versions with those of crd.
+func setCRD(t *testing.T, env *Env, crd *apiextensionsv1.CustomResourceDefinition) {
+	t.Helper()
+	ctx := context.Background()
+	live := &apiextensionsv1.CustomResourceDefinition{}
+	if err := env.CP.Client.Get(ctx, client.ObjectKey{Name: crd.Name}, live); err != nil {
+		t.Fatal(err)
+	}
+	live.Spec.Versions = crd.Spec.Versions
+	if err := env.CP.Client.Update(ctx, live); err != nil {
+		t.Fatalf("installing a CRD: %v", err)
+	}
+}
+
+// eventsOf returns "<reason>: <note>" of the object's events.
+func eventsOf(t *testing.T, env *Env, name string) []string {
+	t.Helper()
+	var list eventsv1.EventList
+	if err := env.CP.Client.List(context.Background(), &list, client.InNamespace(SeedNamespace)); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range list.Items {
+		if e.Regarding.Name == name {
+			out = append(out, e.Reason+": "+e.Note)
+		}
+	}
+	return out
+}
