@@ -13,6 +13,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -31,23 +32,30 @@ import (
 // CRD (status.managedKeys a list of names, testdata/first-release), then
 // applies today's CRD and starts today's controller (issue 23, item 1):
 //
-//  1. The API server, under today's schema, still accepts the finalizer
-//     patch and a status patch of an object whose stored status has the
-//     old shape (CRD validation ratcheting).
+//  1. Under today's schema the API server refuses any write of an object
+//     that leaves the old shape stored, the finalizer patch and a status
+//     patch of the conditions alike: CRD validation ratcheting does not
+//     cover a type change. So the controller rewrites the list first.
 //  2. Today's process syncs its cache and becomes ready while the first
-//     release's process still holds the Lease, as in a rolling upgrade;
-//     its webhook admits a spec update, decoding the old object.
-//  3. Once it holds the Lease, the objects go Ready, status.managedKeys is
-//     rewritten in today's shape with unknown versions, and a key whose
-//     version is unknown is kept by a prune, never removed on a guess.
+//     release's process still holds the Lease, as in a rolling upgrade,
+//     and its webhook answers.
+//  3. Once it holds the Lease, status.managedKeys is rewritten in today's
+//     shape with unknown versions, the finalizer patch and the status
+//     patches go through, and the objects go Ready.
+//  4. A spec update is admitted; the key it no longer declares, recorded
+//     without a version, is kept by the prune, never removed on a guess.
 func TestUpgradeFromTheFirstRelease(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	env := startEnv(t, 2*time.Second)
+	env, err := Start(ctx, Options{Dir: t.TempDir(), Resync: 2 * time.Second, ControllerBin: controllerBin,
+		Values: map[string]any{"targets": map[string]any{"vault": map[string]any{"allowDelete": true}}}})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(env.Stop)
 	kv := env.Vault.Client.KVv2("ohmlab")
 	values := map[string]any{"a": "first-release-value-a", "b": "first-release-value-b"}
-	names := []string{"first-release-prune", "first-release-keep"}
+	const pruned, deleted = "first-release-prune", "first-release-delete"
 	path := func(name string) string { return "ohmlab/platforms/production/core/" + name }
+	key := func(name string) client.ObjectKey { return client.ObjectKey{Namespace: SeedNamespace, Name: name} }
 
 	// The first release's objects, as it stored them. Its webhook admitted
 	// them; this test does not run it.
@@ -55,21 +63,25 @@ func TestUpgradeFromTheFirstRelease(t *testing.T) {
 	g.Expect(env.CP.Client.Get(ctx, client.ObjectKey{Name: env.Chart.WebhookConfiguration}, webhook)).To(Succeed())
 	g.Expect(env.CP.Client.Delete(ctx, webhook)).To(Succeed())
 	setCRD(t, env, firstReleaseCRD(t))
-	for _, name := range names {
+	for _, name := range []string{pruned, deleted} {
 		seed := &ohmlabv1alpha1.VaultSeed{
 			ObjectMeta: metav1.ObjectMeta{Namespace: SeedNamespace, Name: name},
 			Spec: ohmlabv1alpha1.VaultSeedSpec{
-				Path: path(name), Prune: true,
+				Path: path(name), Prune: name == pruned,
 				Data: &apiextensionsv1.JSON{Raw: []byte(`{"a":"<random:24>","b":"<random:24>"}`)},
 			},
+		}
+		if name == deleted {
+			seed.Spec.DeletionPolicy = ohmlabv1alpha1.DeletionPolicyDelete
 		}
 		g.Expect(env.CP.Client.Create(ctx, seed)).To(Succeed())
 		rest := strings.TrimPrefix(path(name), "ohmlab/")
 		_, err := kv.Put(ctx, rest, values)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(kv.PatchMetadata(ctx, rest, vaultMetadata(map[string]any{ohmlabv1alpha1.OwnerMetadataKey: SeedNamespace + "/" + name}))).To(Succeed())
+		// Stored while Vault did not answer: Ready=True is today's.
 		status := `{"status":{"observedGeneration":1,"version":1,"managedKeys":["a","b"],"conditions":[` +
-			`{"type":"Ready","status":"True","reason":"Reconciled","message":"the path holds what is declared","lastTransitionTime":"2026-11-01T00:00:00Z","observedGeneration":1}]}}`
+			`{"type":"Ready","status":"False","reason":"BackendUnavailable","message":"Vault does not answer","lastTransitionTime":"2026-11-01T00:00:00Z","observedGeneration":1}]}}`
 		// The API server serves the first release's schema once it has
 		// taken the CRD in.
 		g.Eventually(func() error {
@@ -79,40 +91,41 @@ func TestUpgradeFromTheFirstRelease(t *testing.T) {
 	stored := func(name string) []any {
 		t.Helper()
 		u := storedSeed(name)
-		g.Expect(env.CP.Client.Get(ctx, client.ObjectKeyFromObject(u), u)).To(Succeed())
+		g.Expect(env.CP.Client.Get(ctx, key(name), u)).To(Succeed())
 		keys, _, _ := unstructured.NestedSlice(u.Object, "status", "managedKeys")
 		return keys
 	}
-	g.Expect(stored(names[0])).To(Equal([]any{"a", "b"}))
+	names := []any{"a", "b"}
+	g.Expect(stored(pruned)).To(Equal(names))
 
-	// Today's CRD, as the chart installs it, and the webhook again.
+	// Today's CRD, as the chart installs it.
 	setCRD(t, env, todaysCRD(t, env))
 	g.Eventually(func() error {
 		// Accepted only under today's schema.
-		probe := storedSeed(names[0])
+		probe := storedSeed(pruned)
 		return env.CP.Client.Status().Patch(ctx, probe, client.RawPatch(types.MergePatchType, []byte(`{"status":{"managedKeys":[{"key":"a"}]}}`)), client.DryRunAll)
 	}).WithTimeout(30 * time.Second).Should(Succeed())
-	webhook.ResourceVersion, webhook.UID, webhook.ManagedFields = "", "", nil
-	g.Expect(env.CP.Client.Create(ctx, webhook)).To(Succeed())
 
-	// 1. The API server takes the controller's writes of an object stored
-	// in the old shape, and keeps the old shape where they do not touch it.
+	// 1. What the API server answers a write that keeps the old shape.
 	seed := &ohmlabv1alpha1.VaultSeed{}
-	g.Expect(env.CP.Client.Get(ctx, client.ObjectKey{Namespace: SeedNamespace, Name: names[1]}, seed)).To(Succeed())
+	g.Expect(env.CP.Client.Get(ctx, key(deleted), seed)).To(Succeed())
 	before := seed.DeepCopy()
 	controllerutil.AddFinalizer(seed, ohmlabv1alpha1.Finalizer)
-	g.Expect(env.CP.Client.Patch(ctx, seed, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))).To(Succeed(), "the finalizer patch")
+	err = env.CP.Client.Patch(ctx, seed, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "the finalizer patch: %v", err)
+	g.Expect(err.Error()).To(ContainSubstring("status.managedKeys[0]"))
+	g.Expect(env.CP.Client.Get(ctx, key(deleted), seed)).To(Succeed())
 	before = seed.DeepCopy()
 	meta.SetStatusCondition(&seed.Status.Conditions, metav1.Condition{Type: ohmlabv1alpha1.ConditionReady, Status: metav1.ConditionTrue,
 		Reason: ohmlabv1alpha1.ReasonReconciled, Message: "written under today's schema", ObservedGeneration: seed.Generation})
-	g.Expect(env.CP.Client.Status().Patch(ctx, seed, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))).To(Succeed(), "the status patch")
-	before = seed.DeepCopy()
-	controllerutil.RemoveFinalizer(seed, ohmlabv1alpha1.Finalizer)
-	g.Expect(env.CP.Client.Patch(ctx, seed, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))).To(Succeed(), "the finalizer removal")
-	g.Expect(stored(names[1])).To(Equal([]any{"a", "b"}), "the patches rewrote managedKeys")
+	err = env.CP.Client.Status().Patch(ctx, seed, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "the status patch: %v", err)
+	g.Expect(stored(deleted)).To(Equal(names))
 
 	// 2. The first release's process holds the Lease: today's process
-	// starts beside it and answers admissions.
+	// starts beside it (ready: its cache synced) and answers admissions.
+	webhook.ResourceVersion, webhook.UID, webhook.ManagedFields = "", "", nil
+	g.Expect(env.CP.Client.Create(ctx, webhook)).To(Succeed())
 	first := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ControllerNamespace, Name: LeaseName},
 		Spec: coordinationv1.LeaseSpec{
@@ -122,34 +135,43 @@ func TestUpgradeFromTheFirstRelease(t *testing.T) {
 	}
 	g.Expect(env.CP.Client.Create(ctx, first)).To(Succeed())
 	c := startController(t, env)
-	// The prune object no longer declares b: admitted, the webhook decoding
-	// the stored object's status in the old shape.
-	update := &ohmlabv1alpha1.VaultSeed{}
-	g.Expect(env.CP.Client.Get(ctx, client.ObjectKey{Namespace: SeedNamespace, Name: names[0]}, update)).To(Succeed())
-	update.Spec.Data = &apiextensionsv1.JSON{Raw: []byte(`{"a":"<random:24>"}`)}
-	g.Expect(env.CP.Client.Update(ctx, update)).To(Succeed(), "a spec update through the webhook")
-	g.Expect(stored(names[0])).To(Equal([]any{"a", "b"}), "the webhook saw today's shape")
+	out, err := env.Apply(ctx, Broken)
+	g.Expect(err).To(HaveOccurred(), "the webhook must refuse a dotted key")
+	g.Expect(out).To(ContainSubstring(BrokenRefusal))
+	g.Expect(stored(pruned)).To(Equal(names), "written before today's process held the Lease")
 
 	// 3. Today's process takes the Lease over.
 	g.Expect(env.CP.Client.Delete(ctx, first)).To(Succeed())
-	g.Eventually(func() []any { return stored(names[0]) }).WithTimeout(60*time.Second).
-		Should(Equal([]any{map[string]any{"key": "a"}}), "b was kept, so it is no longer managed")
-	g.Eventually(func() []any { return stored(names[1]) }).WithTimeout(60 * time.Second).
-		Should(Equal([]any{map[string]any{"key": "a"}, map[string]any{"key": "b"}}))
-	for _, name := range names {
+	rewritten := []any{map[string]any{"key": "a"}, map[string]any{"key": "b"}}
+	ready := func(name string) {
+		t.Helper()
 		g.Eventually(func() bool {
 			s := &ohmlabv1alpha1.VaultSeed{}
-			g.Expect(env.CP.Client.Get(ctx, client.ObjectKey{Namespace: SeedNamespace, Name: name}, s)).To(Succeed())
+			g.Expect(env.CP.Client.Get(ctx, key(name), s)).To(Succeed())
 			return hasCondition(ohmlabv1alpha1.ConditionReady, metav1.ConditionTrue, ohmlabv1alpha1.ReasonReconciled)(s)
 		}).WithTimeout(60*time.Second).Should(BeTrue(), "%s Ready", name)
 	}
-	for _, name := range names {
+	for _, name := range []string{pruned, deleted} {
+		g.Eventually(func() []any { return stored(name) }).WithTimeout(60*time.Second).Should(Equal(rewritten), name)
+		ready(name)
+	}
+	g.Expect(env.CP.Client.Get(ctx, key(deleted), seed)).To(Succeed())
+	g.Expect(seed.Finalizers).To(ConsistOf(ohmlabv1alpha1.Finalizer))
+
+	// 4. The object no longer declares b: admitted, and b is kept.
+	g.Expect(env.CP.Client.Get(ctx, key(pruned), seed)).To(Succeed())
+	seed.Spec.Data = &apiextensionsv1.JSON{Raw: []byte(`{"a":"<random:24>"}`)}
+	g.Expect(env.CP.Client.Update(ctx, seed)).To(Succeed(), "a spec update through the webhook")
+	g.Eventually(func() []any { return stored(pruned) }).WithTimeout(60*time.Second).
+		Should(Equal([]any{map[string]any{"key": "a"}}), "b was kept, so it is no longer managed")
+	ready(pruned)
+	g.Eventually(func() []string { return eventsOf(t, env, pruned) }).WithTimeout(30 * time.Second).
+		Should(ContainElement(MatchRegexp(`^Kept: .*\bb\b`)))
+	for _, name := range []string{pruned, deleted} {
 		st := readState(t, env, path(name))
 		g.Expect(st.Data).To(Equal(values), "%s: nothing pruned, nothing rewritten", name)
 		g.Expect(st.Version).To(Equal(1), name)
 	}
-	g.Eventually(func() []string { return eventsOf(t, env, names[0]) }).WithTimeout(30 * time.Second).
-		Should(ContainElement(MatchRegexp(`^Kept: .*\bb\b`)))
 	g.Expect(c.Logs()).To(ContainSubstring("rewrote status.managedKeys"))
 	for _, v := range values {
 		g.Expect(c.Logs()).NotTo(ContainSubstring(v.(string)), "no value in the logs")
