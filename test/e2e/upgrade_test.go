@@ -103,7 +103,7 @@ func TestUpgradeFromTheFirstRelease(t *testing.T) {
 	g.Eventually(func() error {
 		// Accepted only under today's schema.
 		probe := storedSeed(pruned)
-		return env.CP.Client.Status().Patch(ctx, probe, client.RawPatch(types.MergePatchType, []byte(`{"status":{"managedKeys":[{"key":"a"}]}}`)), client.DryRunAll)
+		return env.CP.Client.Status().Patch(ctx, probe, client.RawPatch(types.MergePatchType, []byte(`{"status":{"managedKeys":[{"key":"a","version":1}]}}`)), client.DryRunAll)
 	}).WithTimeout(30 * time.Second).Should(Succeed())
 
 	// 1. What the API server answers a write that keeps the old shape.
