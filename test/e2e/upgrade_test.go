@@ -14,13 +14,11 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/yaml"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
@@ -106,19 +104,22 @@ func TestUpgradeFromTheFirstRelease(t *testing.T) {
 		return env.CP.Client.Status().Patch(ctx, probe, client.RawPatch(types.MergePatchType, []byte(`{"status":{"managedKeys":[{"key":"a","version":1}]}}`)), client.DryRunAll)
 	}).WithTimeout(30 * time.Second).Should(Succeed())
 
-	// 1. What the API server answers a write that keeps the old shape.
-	seed := &ohmlabv1alpha1.VaultSeed{}
-	g.Expect(env.CP.Client.Get(ctx, key(deleted), seed)).To(Succeed())
-	before := seed.DeepCopy()
-	controllerutil.AddFinalizer(seed, ohmlabv1alpha1.Finalizer)
-	err = env.CP.Client.Patch(ctx, seed, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	// 1. What the API server answers a write that keeps the old shape: the
+	// controller's finalizer patch and a status patch of the conditions,
+	// both locked on the resourceVersion read.
+	u := storedSeed(deleted)
+	g.Expect(env.CP.Client.Get(ctx, key(deleted), u)).To(Succeed())
+	before := u.DeepCopy()
+	u.SetFinalizers([]string{ohmlabv1alpha1.Finalizer})
+	err = env.CP.Client.Patch(ctx, u, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 	g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "the finalizer patch: %v", err)
 	g.Expect(err.Error()).To(ContainSubstring("status.managedKeys[0]"))
-	g.Expect(env.CP.Client.Get(ctx, key(deleted), seed)).To(Succeed())
-	before = seed.DeepCopy()
-	meta.SetStatusCondition(&seed.Status.Conditions, metav1.Condition{Type: ohmlabv1alpha1.ConditionReady, Status: metav1.ConditionTrue,
-		Reason: ohmlabv1alpha1.ReasonReconciled, Message: "written under today's schema", ObservedGeneration: seed.Generation})
-	err = env.CP.Client.Status().Patch(ctx, seed, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	g.Expect(env.CP.Client.Get(ctx, key(deleted), u)).To(Succeed())
+	before = u.DeepCopy()
+	g.Expect(unstructured.SetNestedSlice(u.Object, []any{map[string]any{"type": ohmlabv1alpha1.ConditionReady, "status": "True",
+		"reason": ohmlabv1alpha1.ReasonReconciled, "message": "written under today's schema",
+		"lastTransitionTime": "2026-12-01T00:00:00Z", "observedGeneration": int64(1)}}, "status", "conditions")).To(Succeed())
+	err = env.CP.Client.Status().Patch(ctx, u, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 	g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "the status patch: %v", err)
 	g.Expect(stored(deleted)).To(Equal(names))
 
@@ -155,6 +156,7 @@ func TestUpgradeFromTheFirstRelease(t *testing.T) {
 		g.Eventually(func() []any { return stored(name) }).WithTimeout(60*time.Second).Should(Equal(rewritten), name)
 		ready(name)
 	}
+	seed := &ohmlabv1alpha1.VaultSeed{}
 	g.Expect(env.CP.Client.Get(ctx, key(deleted), seed)).To(Succeed())
 	g.Expect(seed.Finalizers).To(ConsistOf(ohmlabv1alpha1.Finalizer))
 
