@@ -120,8 +120,12 @@ type ManagedKey struct {
 	// +optional
 	Version int64 `json:"version,omitempty"`
 
-	// storedAsName: decoded from the first release's shape, a bare name.
-	storedAsName bool `json:"-"`
+	// StoredAsName is set when the key was decoded from the first
+	// release's shape, a bare name: the object's status must be written
+	// again in today's shape. Never serialized. Exported, because
+	// equality.Semantic, which compares statuses, refuses unexported
+	// fields.
+	StoredAsName bool `json:"-"`
 }
 
 // UnmarshalJSON reads both shapes of a managed key: today's {key, version}
@@ -134,7 +138,7 @@ func (m *ManagedKey) UnmarshalJSON(data []byte) error {
 		if err := json.Unmarshal(data, &name); err != nil {
 			return err
 		}
-		*m = ManagedKey{Key: name, storedAsName: true}
+		*m = ManagedKey{Key: name, StoredAsName: true}
 		return nil
 	}
 	// managedKey has ManagedKey's fields without its methods, so that
@@ -147,10 +151,6 @@ func (m *ManagedKey) UnmarshalJSON(data []byte) error {
 	*m = ManagedKey(k)
 	return nil
 }
-
-// StoredAsName reports whether the key was read in the first release's
-// shape: the object's status must be written again in today's shape.
-func (m ManagedKey) StoredAsName() bool { return m.storedAsName }
 
 // VaultSeed declares one KV v2 path of Vault: the controller seeds missing
 // keys once, keeps references equal to their source and reports what it did.

@@ -5,18 +5,12 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
 )
-
-// managedKey is what a test compares of an ohmlabv1alpha1.ManagedKey.
-type managedKey struct {
-	Key          string
-	Version      int64
-	StoredAsName bool
-}
 
 // TestManagedKeysDecodeBothShapes decodes status.managedKeys as the
 // informer does (the scheme's universal deserializer): the first release
@@ -30,7 +24,7 @@ func TestManagedKeysDecodeBothShapes(t *testing.T) {
 	tests := []struct {
 		name        string
 		managedKeys string
-		want        []managedKey
+		want        []ohmlabv1alpha1.ManagedKey
 		// rewritten is the list as the next status write sends it.
 		rewritten string
 		wantErr   bool
@@ -38,19 +32,19 @@ func TestManagedKeysDecodeBothShapes(t *testing.T) {
 		{
 			name:        "first release: names, version unknown",
 			managedKeys: `["a", "db.password"]`,
-			want:        []managedKey{{Key: "a", StoredAsName: true}, {Key: "db.password", StoredAsName: true}},
+			want:        []ohmlabv1alpha1.ManagedKey{{Key: "a", StoredAsName: true}, {Key: "db.password", StoredAsName: true}},
 			rewritten:   `[{"key":"a"},{"key":"db.password"}]`,
 		},
 		{
 			name:        "today: key and version",
 			managedKeys: `[{"key": "a", "version": 3}]`,
-			want:        []managedKey{{Key: "a", Version: 3}},
+			want:        []ohmlabv1alpha1.ManagedKey{{Key: "a", Version: 3}},
 			rewritten:   `[{"key":"a","version":3}]`,
 		},
 		{
 			name:        "today: a key whose version is unknown",
 			managedKeys: `[{"key": "a"}]`,
-			want:        []managedKey{{Key: "a"}},
+			want:        []ohmlabv1alpha1.ManagedKey{{Key: "a"}},
 			rewritten:   `[{"key":"a"}]`,
 		},
 		{name: "a number is neither shape", managedKeys: `[3]`, wantErr: true},
@@ -71,11 +65,7 @@ func TestManagedKeysDecodeBothShapes(t *testing.T) {
 				t.Fatal(err)
 			}
 			seed := obj.(*ohmlabv1alpha1.VaultSeed)
-			var got []managedKey
-			for _, m := range seed.DeepCopy().Status.ManagedKeys {
-				got = append(got, managedKey{Key: m.Key, Version: m.Version, StoredAsName: m.StoredAsName()})
-			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
+			if diff := cmp.Diff(tt.want, seed.DeepCopy().Status.ManagedKeys); diff != "" {
 				t.Errorf("decoded managed keys (-want +got):\n%s", diff)
 			}
 			out, err := json.Marshal(seed.Status.ManagedKeys)
@@ -84,6 +74,17 @@ func TestManagedKeysDecodeBothShapes(t *testing.T) {
 			}
 			if string(out) != tt.rewritten {
 				t.Errorf("written back as %s, want %s", out, tt.rewritten)
+			}
+			// The reconciler compares statuses with equality.Semantic: a
+			// status stored in the first release's shape differs from
+			// its rewritten form, so that the rewrite is written.
+			var again ohmlabv1alpha1.VaultSeedStatus
+			if err := json.Unmarshal([]byte(`{"managedKeys":`+string(out)+`}`), &again); err != nil {
+				t.Fatal(err)
+			}
+			storedAsName := len(tt.want) > 0 && tt.want[0].StoredAsName
+			if equal := equality.Semantic.DeepEqual(seed.Status, again); equal == storedAsName {
+				t.Errorf("equality.Semantic.DeepEqual(decoded, rewritten) = %v", equal)
 			}
 		})
 	}

@@ -573,7 +573,7 @@ func problemsMessage(ps []templating.Problem) string {
 // rewritten form. This patch carries the whole list, locked on the
 // resourceVersion read so that a stale copy never replaces a newer list.
 func (r *Reconciler) rewriteFirstReleaseStatus(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed) error {
-	if !slices.ContainsFunc(seed.Status.ManagedKeys, ohmlabv1alpha1.ManagedKey.StoredAsName) {
+	if !slices.ContainsFunc(seed.Status.ManagedKeys, func(m ohmlabv1alpha1.ManagedKey) bool { return m.StoredAsName }) {
 		return nil
 	}
 	base := seed.DeepCopy()
