@@ -72,12 +72,14 @@ bench: ## Run the benchmarks.
 	go test -run '^$$' -bench . -benchmem ./...
 
 .PHONY: verify
-verify: ## Regenerate and fail on a diff; gofmt and go vet.
+verify: ## Regenerate and fail on a diff; gofmt, go vet, CRD compatibility, no tracked binary or large file.
 	$(MAKE) generate manifests
 	@git diff --exit-code -- api config charts || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
 	@test -z "$$(git status --porcelain --untracked-files=all -- api config charts)" || { git status --porcelain -- api config charts; echo "untracked generated files: commit them"; exit 1; }
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt would change the files above"; exit 1; }
 	go vet ./...
+	go run ./hack/crdcompat config/crd/released config/crd/bases
+	go run ./hack/trackedfiles
 
 ##@ Test tools (built once into bin/, from the Go module proxy)
 .PHONY: tools

@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/json"
 )
 
 // DeletionPolicy says what happens to the Vault path when its VaultSeed is
@@ -115,8 +116,42 @@ type ManagedKey struct {
 	// Version is the KV v2 version the controller's last write of the key
 	// created, or a later version of the path that holds the same value
 	// (carried forward, so that Vault's max_versions never ages it out).
+	// Absent when unknown: the key was recorded by the first release,
+	// which kept names only, and is never pruned on a guess.
 	// +kubebuilder:validation:Minimum=1
-	Version int64 `json:"version"`
+	// +optional
+	Version int64 `json:"version,omitempty"`
+
+	// StoredAsName is set when the key was decoded from the first
+	// release's shape, a bare name: the object's status must be written
+	// again in today's shape. Never serialized. Exported, because
+	// equality.Semantic, which compares statuses, refuses unexported
+	// fields.
+	StoredAsName bool `json:"-"`
+}
+
+// UnmarshalJSON reads both shapes of a managed key: today's {key, version}
+// and the first release's bare name, which becomes {Key: name} with an
+// unknown version (issue 23: objects stored by the first release must
+// decode, or the cache never syncs).
+func (m *ManagedKey) UnmarshalJSON(data []byte) error {
+	if len(data) > 0 && data[0] == '"' {
+		var name string
+		if err := json.Unmarshal(data, &name); err != nil {
+			return err
+		}
+		*m = ManagedKey{Key: name, StoredAsName: true}
+		return nil
+	}
+	// managedKey has ManagedKey's fields without its methods, so that
+	// decoding it does not call UnmarshalJSON again.
+	type managedKey ManagedKey
+	var k managedKey
+	if err := json.Unmarshal(data, &k); err != nil {
+		return err
+	}
+	*m = ManagedKey(k)
+	return nil
 }
 
 // VaultSeed declares one KV v2 path of Vault: the controller seeds missing

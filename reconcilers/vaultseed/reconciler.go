@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -135,6 +136,9 @@ func (r *Reconciler) Reconcile(parent context.Context, req ctrl.Request) (ctrl.R
 		// The series exists from the first attempt, so an object whose
 		// reconciles never complete is stale too.
 		r.Metrics.seen(r.Target, seed.Namespace, seed.Name)
+	}
+	if err := r.rewriteFirstReleaseStatus(ctx, seed); err != nil {
+		return ctrl.Result{}, err
 	}
 	if !seed.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, seed)
@@ -457,11 +461,13 @@ func managedStatus(p Plan, before []ohmlabv1alpha1.ManagedKey, applied bool, ver
 	}
 	out := make([]ohmlabv1alpha1.ManagedKey, 0, len(p.ManagedKeys))
 	for _, k := range p.ManagedKeys {
-		v := writtenAt[k]
+		v, recorded := writtenAt[k]
 		if written[k] || rewrote && v > 0 && v == int64(p.CAS) {
 			v = int64(version)
 		}
-		if v > 0 {
+		// Version 0 was recorded by the first release: the key stays
+		// managed, at a version nobody can tell.
+		if v > 0 || recorded {
 			out = append(out, ohmlabv1alpha1.ManagedKey{Key: k, Version: v})
 		}
 	}
@@ -533,6 +539,25 @@ func problemsMessage(ps []templating.Problem) string {
 		lines[i] = p.String()
 	}
 	return strings.Join(lines, "; ")
+}
+
+// rewriteFirstReleaseStatus writes status.managedKeys of an object stored
+// by the first release, a list of names, in today's shape, each key with an
+// unknown version (issue 23). A status patch computed from the decoded
+// object would leave the list as stored: the decoded names equal their
+// rewritten form. This patch carries the whole list, locked on the
+// resourceVersion read so that a stale copy never replaces a newer list.
+func (r *Reconciler) rewriteFirstReleaseStatus(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed) error {
+	if !slices.ContainsFunc(seed.Status.ManagedKeys, func(m ohmlabv1alpha1.ManagedKey) bool { return m.StoredAsName }) {
+		return nil
+	}
+	base := seed.DeepCopy()
+	base.Status.ManagedKeys = nil
+	if err := r.Client.Status().Patch(ctx, seed, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("rewriting status.managedKeys of %s, stored by the first release as names: %w", klog.KObj(seed), err)
+	}
+	ctrl.LoggerFrom(ctx).Info("rewrote status.managedKeys, stored by the first release as names: their versions are unknown, so a prune keeps them", "keys", len(seed.Status.ManagedKeys))
+	return nil
 }
 
 // syncFinalizer adds the finalizer to an object whose path must be deleted
