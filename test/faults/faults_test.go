@@ -98,6 +98,12 @@ var steps = []step{
 // recovery is over, and whether the proxy lets the request through.
 type fault struct {
 	name string
+	// eventsMayBeLost: the fault stops the kube-apiserver, so an event the
+	// writer queued may never be sent (events are best effort: the
+	// broadcaster sends them apart from the status write, and a writer that
+	// loses its Lease exits before the API server is back). The status is
+	// still checked in full.
+	eventsMayBeLost bool
 	// inject gets the process that made the request (the Lease holder).
 	inject func(s *suite, writer *e2e.Controller) (recovered <-chan error, pass bool)
 }
@@ -132,7 +138,7 @@ var faults = []fault{
 		writer.Kill()
 		return done(nil), false
 	}},
-	{name: "kube-apiserver killed, restarted", inject: func(s *suite, _ *e2e.Controller) (<-chan error, bool) {
+	{name: "kube-apiserver killed, restarted", eventsMayBeLost: true, inject: func(s *suite, _ *e2e.Controller) (<-chan error, bool) {
 		if err := s.env.CP.StopAPIServer(); err != nil {
 			return done(err), true
 		}
@@ -318,6 +324,10 @@ func TestFaults(t *testing.T) {
 					r.fail("status.version %d, the path is at KV version %d", r.statusVersion, r.got)
 				}
 				for _, v := range r.unevented {
+					if f.eventsMayBeLost && r.writerExited {
+						t.Logf("no event of the controller's write of KV version %d: its writer exited while the kube-apiserver was down", v)
+						continue
+					}
 					r.fail("no event of the controller's write of KV version %d", v)
 				}
 				for _, p := range r.problems {
