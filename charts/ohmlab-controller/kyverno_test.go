@@ -3,8 +3,10 @@ package chart_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -17,13 +19,23 @@ import (
 )
 
 // kyvernoModule is the Kyverno release whose ClusterPolicy schema the
-// README's policy must fit. Its CRDs come from its Go module source (the
-// module cache); nothing of Kyverno is compiled.
-const kyvernoModule = "github.com/kyverno/kyverno@v1.19.1"
+// README's policies must fit: the one test/tools/kyverno builds the CLI of,
+// whose engine evaluates them (hack/image). Its CRDs come from its Go module
+// source (the module cache); nothing of Kyverno is compiled here.
+func kyvernoModule(t *testing.T) string {
+	t.Helper()
+	gomod := readChartFile(t, "../../test/tools/kyverno/go.mod")
+	m := regexp.MustCompile(`(?m)^\s*github\.com/kyverno/kyverno (v\S+)`).FindStringSubmatch(gomod)
+	if m == nil {
+		t.Fatal("test/tools/kyverno/go.mod requires no github.com/kyverno/kyverno")
+	}
+	return "github.com/kyverno/kyverno@" + m[1]
+}
 
 // kyvernoClusterPolicyCRD returns the path of Kyverno's ClusterPolicy CRD.
 func kyvernoClusterPolicyCRD(t *testing.T) string {
 	t.Helper()
+	kyvernoModule := kyvernoModule(t)
 	out, err := exec.Command("go", "mod", "download", "-json", kyvernoModule).Output()
 	if err != nil {
 		t.Fatalf("go mod download %s: %v\n%s", kyvernoModule, err, out)
@@ -35,22 +47,25 @@ func kyvernoClusterPolicyCRD(t *testing.T) string {
 	return filepath.Join(mod.Dir, "config", "crds", "kyverno", "kyverno.io_clusterpolicies.yaml")
 }
 
-// readmePolicy returns the README's Kyverno ClusterPolicy (the yaml block
-// of "Verifying the image").
-func readmePolicy(t *testing.T) string {
+// readmePolicies returns the README's Kyverno ClusterPolicies (the yaml
+// blocks of "Verifying the image": with and without the transparency log).
+func readmePolicies(t *testing.T) []string {
 	t.Helper()
+	var policies []string
 	for _, block := range strings.Split(readChartFile(t, "README.md"), "```yaml\n")[1:] {
 		block, _, _ = strings.Cut(block, "```")
 		if strings.Contains(block, "kind: ClusterPolicy") {
-			return block
+			policies = append(policies, block)
 		}
 	}
-	t.Fatal("the README shows no Kyverno ClusterPolicy")
-	return ""
+	if len(policies) == 0 {
+		t.Fatal("the README shows no Kyverno ClusterPolicy")
+	}
+	return policies
 }
 
-// TestKyvernoPolicyFitsKyvernosSchema server-side dry-runs the README's
-// verify-images policy, with strict field validation, against a real
+// TestKyvernoPolicyFitsKyvernosSchema server-side dry-runs each of the
+// README's verify-images policies, with strict field validation, against a real
 // kube-apiserver serving Kyverno's ClusterPolicy CRD; a misspelled field
 // and a wrong enum value are refused, so the check can fail.
 func TestKyvernoPolicyFitsKyvernosSchema(t *testing.T) {
@@ -59,7 +74,16 @@ func TestKyvernoPolicyFitsKyvernosSchema(t *testing.T) {
 	if _, err := envtest.InstallCRDs(cp.Config, envtest.CRDInstallOptions{Paths: []string{crd}, ErrorIfPathMissing: true}); err != nil {
 		t.Fatalf("installing %s: %v", crd, err)
 	}
-	policy := readmePolicy(t)
+	for i, policy := range readmePolicies(t) {
+		t.Run(fmt.Sprintf("policy %d", i+1), func(t *testing.T) {
+			checkPolicySchema(t, cp, policy)
+		})
+	}
+}
+
+// checkPolicySchema dry-runs the policy, then two broken copies of it.
+func checkPolicySchema(t *testing.T, cp *harness.ControlPlane, policy string) {
+	t.Helper()
 	for _, want := range []string{"verifyImages:", "type: https://slsa.dev/provenance/v1", "ghcr.io/ohmlab/ohmlab-controller"} {
 		if !strings.Contains(policy, want) {
 			t.Errorf("the README's policy has no %q", want)
