@@ -26,9 +26,10 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-func cosignBin(t *testing.T) string {
+// toolBin returns the path of a test binary make tools builds.
+func toolBin(t *testing.T, name string) string {
 	t.Helper()
-	bin := filepath.Join(repoRoot(t), "bin", "cosign")
+	bin := filepath.Join(repoRoot(t), "bin", name)
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("%s: %v (run make tools)", bin, err)
 	}
@@ -69,6 +70,42 @@ func truncate(s string, n int) string {
 	return s[:n] + "...\n"
 }
 
+// offlineSigner returns cosign with a new throwaway key pair (cosign.key,
+// cosign.pub in its dir) and the COSIGN_FLAGS that sign offline: a signing
+// config with no transparency log nor timestamp authority (cosign v3's way
+// to say --tlog-upload=false), an empty trusted root (no TUF fetch), a
+// plain HTTP registry on loopback.
+func offlineSigner(t *testing.T, bin, host string) (cosignRun, string) {
+	t.Helper()
+	home := t.TempDir()
+	c := cosignRun{t: t, bin: bin, env: cosignEnv(home), dir: home, host: host}
+	if _, err := c.run("generate-key-pair"); err != nil {
+		t.Fatalf("generate-key-pair: %v", err)
+	}
+	if _, err := c.run("signing-config", "create", "--out", "signing-config.json"); err != nil {
+		t.Fatalf("signing-config create: %v", err)
+	}
+	if _, err := c.run("trusted-root", "create", "--out", "trusted-root.json"); err != nil {
+		t.Fatalf("trusted-root create: %v", err)
+	}
+	return c, "--signing-config=" + filepath.Join(home, "signing-config.json") +
+		" --trusted-root=" + filepath.Join(home, "trusted-root.json") + " --allow-http-registry"
+}
+
+// makeSign runs make sign: c's key signs the digest of dist that make
+// image-push pushed to host, and attests dist's provenance.
+func makeSign(t *testing.T, c cosignRun, host, dist, flags string) {
+	t.Helper()
+	sign := exec.Command("make", "--no-print-directory", "-C", repoRoot(t), "sign",
+		"REGISTRY="+host, "DIST="+dist, "COSIGN_KEY="+filepath.Join(c.dir, "cosign.key"), "COSIGN_FLAGS="+flags)
+	sign.Env = c.env
+	signOut, err := sign.CombinedOutput()
+	t.Logf("$ make sign\n%s", signOut)
+	if err != nil {
+		t.Fatalf("make sign: %v", err)
+	}
+}
+
 // TestSignAndVerify pushes the built index to an in-process registry on
 // loopback (referrers API on), runs `make sign` with a throwaway key, and
 // checks that cosign verify and cosign verify-attestation --type
@@ -76,7 +113,7 @@ func truncate(s string, n int) string {
 // the image behind the tag was changed after signing.
 func TestSignAndVerify(t *testing.T) {
 	res, out := buildOnce(t)
-	bin := cosignBin(t)
+	bin := toolBin(t, "cosign")
 	srv := httptest.NewServer(registry.New(registry.WithReferrersSupport(true), registry.Logger(log.New(io.Discard, "", 0))))
 	t.Cleanup(srv.Close)
 	host := strings.TrimPrefix(srv.URL, "http://")
@@ -94,30 +131,8 @@ func TestSignAndVerify(t *testing.T) {
 		t.Errorf("push returned %s, want %s", digestRef, want)
 	}
 
-	home := t.TempDir()
-	c := cosignRun{t: t, bin: bin, env: cosignEnv(home), dir: home, host: host}
-	if _, err := c.run("generate-key-pair"); err != nil {
-		t.Fatalf("generate-key-pair: %v", err)
-	}
-	// Offline: a signing config with no transparency log nor timestamp
-	// authority (cosign v3's way to say --tlog-upload=false), an empty
-	// trusted root (no TUF fetch), a plain HTTP registry on loopback.
-	if _, err := c.run("signing-config", "create", "--out", "signing-config.json"); err != nil {
-		t.Fatalf("signing-config create: %v", err)
-	}
-	if _, err := c.run("trusted-root", "create", "--out", "trusted-root.json"); err != nil {
-		t.Fatalf("trusted-root create: %v", err)
-	}
-	flags := "--signing-config=" + filepath.Join(home, "signing-config.json") +
-		" --trusted-root=" + filepath.Join(home, "trusted-root.json") + " --allow-http-registry"
-	sign := exec.Command("make", "--no-print-directory", "-C", repoRoot(t), "sign",
-		"REGISTRY="+host, "DIST="+out, "COSIGN_KEY="+filepath.Join(home, "cosign.key"), "COSIGN_FLAGS="+flags)
-	sign.Env = c.env
-	signOut, err := sign.CombinedOutput()
-	t.Logf("$ make sign\n%s", signOut)
-	if err != nil {
-		t.Fatalf("make sign: %v", err)
-	}
+	c, flags := offlineSigner(t, bin, host)
+	makeSign(t, c, host, out, flags)
 
 	// cosign v3 stores both as Sigstore bundles among the index's OCI 1.1
 	// referrers (what the README's Kyverno policy, type SigstoreBundle, reads).
@@ -156,7 +171,7 @@ func TestSignAndVerify(t *testing.T) {
 		t.Errorf("Sigstore bundles among the referrers: %v, want %v", bundles, want)
 	}
 
-	pub := filepath.Join(home, "cosign.pub")
+	pub := filepath.Join(c.dir, "cosign.pub")
 	verify := func(target string) error {
 		_, err := c.run("verify", "--key", pub, "--insecure-ignore-tlog", "--allow-http-registry", target)
 		return err
@@ -188,7 +203,7 @@ func TestSignAndVerify(t *testing.T) {
 
 	// Change the image after signing: the amd64 image gets another
 	// controller binary, the tag now points at another index.
-	tampered := tamper(t, res.Index)
+	tampered := tamper(t, res.Index, "#!/bin/sh\necho pwned\n")
 	tag, err := name.NewTag(ref, name.Insecure)
 	if err != nil {
 		t.Fatal(err)
@@ -259,10 +274,10 @@ func checkStatement(t *testing.T, out string, digest v1.Hash) {
 }
 
 // tamper returns the index with the amd64 image's controller replaced by
-// another file, the rest unchanged.
-func tamper(t *testing.T, idx v1.ImageIndex) v1.ImageIndex {
+// the script, the rest unchanged.
+func tamper(t *testing.T, idx v1.ImageIndex, script string) v1.ImageIndex {
 	t.Helper()
-	evil, err := layerFromEntries([]entry{{name: "ohmlab-controller", mode: 0o755, data: []byte("#!/bin/sh\necho pwned\n")}})
+	evil, err := layerFromEntries([]entry{{name: "ohmlab-controller", mode: 0o755, data: []byte(script)}})
 	if err != nil {
 		t.Fatal(err)
 	}
