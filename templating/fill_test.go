@@ -375,6 +375,65 @@ func TestFillRecordsGeneratedHash(t *testing.T) {
 	}
 }
 
+// TestFillTakesCheckedPairs: a pair the caller knows to match costs no
+// bcrypt compare; any other pair of the same key is compared (issue 25).
+// fake is no bcrypt hash: a fill that kept it took it from Checked.
+func TestFillTakesCheckedPairs(t *testing.T) {
+	secret := mustHash(t, "secret")
+	long := strings.Repeat("a", MaxBcryptInput+1)
+	tests := []struct {
+		name         string
+		pw           string // the source's template
+		current      map[string]any
+		regenerate   []string
+		checked      map[string]BcryptPair
+		wantChanges  []Change
+		wantHeld     []string
+		wantCompares uint64
+	}{
+		{name: "the pair checked", pw: "x", current: map[string]any{"pw": "secret", "h": fake},
+			checked: map[string]BcryptPair{"h": {fake, "secret"}}},
+		{name: "the hash changed since", pw: "x", current: map[string]any{"pw": "secret", "h": secret},
+			checked: map[string]BcryptPair{"h": {fake, "secret"}}, wantCompares: 1},
+		{name: "the source changed since", pw: "x", current: map[string]any{"pw": "other", "h": secret},
+			checked:     map[string]BcryptPair{"h": {secret, "secret"}},
+			wantChanges: []Change{{Key: "h", Action: ActionUpdateField}}, wantCompares: 1},
+		{name: "the source rotated by this fill", pw: "<random:8>", current: map[string]any{"pw": "secret", "h": fake},
+			regenerate: []string{"pw"}, checked: map[string]BcryptPair{"h": {fake, "secret"}},
+			wantChanges: []Change{{Key: "h", Action: ActionUpdateField}, {Key: "pw", Action: ActionRotate}}},
+		{name: "a pair checked for another key", pw: "x", current: map[string]any{"pw": "secret", "h": secret},
+			checked: map[string]BcryptPair{"other": {secret, "secret"}}, wantCompares: 1},
+		{name: "no pair checked", pw: "x", current: map[string]any{"pw": "secret", "h": fake},
+			wantChanges: []Change{{Key: "h", Action: ActionUpdateField}}, wantCompares: 1},
+		{name: "a source over 72 bytes is held, checked or not", pw: "x", current: map[string]any{"pw": long, "h": fake},
+			checked: map[string]BcryptPair{"h": {fake, long}}, wantHeld: []string{"h"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := Analyse(Object{Path: own, Data: map[string]any{"pw": tt.pw, "h": "<bcrypt:pw>"}})
+			g := fillGenerator()
+			g.Cache = NewHashCache(constReader(3))
+			got, err := g.Fill(a, FillInput{Object: "ns/o", Current: tt.current, Regenerate: tt.regenerate, Checked: tt.checked})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.wantChanges, got.Changes); diff != "" {
+				t.Errorf("changes (-want +got):\n%s", diff)
+			}
+			var held []string
+			for _, h := range got.Held {
+				held = append(held, h.Key)
+			}
+			if diff := cmp.Diff(tt.wantHeld, held); diff != "" {
+				t.Errorf("held (-want +got):\n%s", diff)
+			}
+			if n := g.Cache.Compares(); n != tt.wantCompares {
+				t.Errorf("%d bcrypt compares, want %d", n, tt.wantCompares)
+			}
+		})
+	}
+}
+
 // applyFill writes r into tree and returns the flattened result.
 func applyFill(tree map[string]any, r FillResult) map[string]any {
 	for k, v := range r.Values {

@@ -43,22 +43,24 @@ func TestHashCache(t *testing.T) {
 		name    string
 		ops     []op
 		wantLen int
+		// wantCompares counts the bcrypt compares the cache ran.
+		wantCompares uint64
 	}{
-		{name: "miss then hit", ops: []op{{"match", s1, h[0], "a", true}, {"match", s1, h[0], "a", true}}, wantLen: 1},
-		{name: "a hit needs no bcrypt", ops: []op{{"match", s1, h[0], "a", true}, {"record", s1, fake, "a", false}, {"match", s1, fake, "a", true}}, wantLen: 1},
-		{name: "mismatch not remembered", ops: []op{{"match", s1, h[0], "b", false}, {"match", s1, h[0], "b", false}}, wantLen: 0},
-		{name: "not a hash", ops: []op{{"match", s1, "a", "a", false}}, wantLen: 0},
-		{name: "a generated hash is not compared again", ops: []op{{"record", s1, fake, "a", false}, {"match", s1, fake, "a", true}}, wantLen: 1},
-		{name: "a recorded pair is for its source only", ops: []op{{"record", s1, fake, "a", false}, {"match", s1, fake, "b", false}}, wantLen: 1},
-		{name: "a slot holds its last pair", ops: []op{{"record", s1, fake, "a", false}, {"match", s1, h[1], "b", true}, {"match", s1, fake, "a", false}, {"match", s1, h[1], "b", true}}, wantLen: 1},
-		{name: "slots are apart", ops: []op{{"record", s1, fake, "a", false}, {"match", s2, fake, "a", false}, {"match", s3, fake, "a", false}}, wantLen: 1},
+		{name: "miss then hit", ops: []op{{"match", s1, h[0], "a", true}, {"match", s1, h[0], "a", true}}, wantLen: 1, wantCompares: 1},
+		{name: "a hit needs no bcrypt", ops: []op{{"match", s1, h[0], "a", true}, {"record", s1, fake, "a", false}, {"match", s1, fake, "a", true}}, wantLen: 1, wantCompares: 1},
+		{name: "mismatch not remembered", ops: []op{{"match", s1, h[0], "b", false}, {"match", s1, h[0], "b", false}}, wantLen: 0, wantCompares: 2},
+		{name: "not a hash", ops: []op{{"match", s1, "a", "a", false}}, wantLen: 0, wantCompares: 1},
+		{name: "a generated hash is not compared again", ops: []op{{"record", s1, fake, "a", false}, {"match", s1, fake, "a", true}}, wantLen: 1, wantCompares: 0},
+		{name: "a recorded pair is for its source only", ops: []op{{"record", s1, fake, "a", false}, {"match", s1, fake, "b", false}}, wantLen: 1, wantCompares: 1},
+		{name: "a slot holds its last pair", ops: []op{{"record", s1, fake, "a", false}, {"match", s1, h[1], "b", true}, {"match", s1, fake, "a", false}, {"match", s1, h[1], "b", true}}, wantLen: 1, wantCompares: 2},
+		{name: "slots are apart", ops: []op{{"record", s1, fake, "a", false}, {"match", s2, fake, "a", false}, {"match", s3, fake, "a", false}}, wantLen: 1, wantCompares: 2},
 		{name: "forget drops the object's slots only", ops: []op{
 			{"record", s1, fake, "a", false}, {"record", s2, fake, "a", false}, {"record", s3, fake, "a", false},
 			{"forget", s1, "", "", false},
 			{"match", s1, fake, "a", false}, {"match", s2, fake, "a", false}, {"match", s3, fake, "a", true},
-		}, wantLen: 1},
-		{name: "forget an unknown object", ops: []op{{"forget", s1, "", "", false}}, wantLen: 0},
-		{name: "source over 72 bytes", ops: []op{{"record", s1, fake, strings.Repeat("a", 73), false}, {"match", s1, fake, strings.Repeat("a", 73), false}}, wantLen: 0},
+		}, wantLen: 1, wantCompares: 2},
+		{name: "forget an unknown object", ops: []op{{"forget", s1, "", "", false}}, wantLen: 0, wantCompares: 0},
+		{name: "source over 72 bytes", ops: []op{{"record", s1, fake, strings.Repeat("a", 73), false}, {"match", s1, fake, strings.Repeat("a", 73), false}}, wantLen: 0, wantCompares: 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -66,6 +68,9 @@ func TestHashCache(t *testing.T) {
 			run(t, c, tt.ops)
 			if got := c.Len(); got != tt.wantLen {
 				t.Errorf("Len() = %d, want %d", got, tt.wantLen)
+			}
+			if got := c.Compares(); got != tt.wantCompares {
+				t.Errorf("Compares() = %d, want %d", got, tt.wantCompares)
 			}
 		})
 	}
@@ -141,6 +146,9 @@ func TestHashCacheDisabledWhenRandFails(t *testing.T) {
 	}
 	if c.Len() != 0 {
 		t.Errorf("a disabled cache holds %d slots", c.Len())
+	}
+	if c.Compares() != 3 {
+		t.Errorf("a disabled cache counts %d compares, want 3", c.Compares())
 	}
 }
 

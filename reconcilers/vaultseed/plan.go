@@ -250,7 +250,8 @@ func plan(d Desired, o Observed, g templating.Generator) (Plan, error) {
 			delete(remaining, k)
 		}
 	}
-	fill, err := g.Fill(d.Analysis, templating.FillInput{Current: remaining, Regenerate: regenerate, Refs: refs, Object: d.Owner})
+	fill, err := g.Fill(d.Analysis, templating.FillInput{Current: remaining, Regenerate: regenerate, Refs: refs, Object: d.Owner,
+		Checked: checkedPairs(d, path, current, o.Written)})
 	if err != nil {
 		return Plan{}, err
 	}

@@ -272,6 +272,11 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		return err
 	}
 	if cfg.restart {
+		// The period after the restart measures a restart, not the
+		// creation of objects admitted just before it.
+		if err := w.waitReady(ctx, "adm-", cfg.admissions, nil); err != nil {
+			return err
+		}
 		progress("restarting the controller; watching its first resync period (%s)", cfg.resync)
 		stopWatching()
 		ctrl.Stop()
