@@ -47,6 +47,10 @@ type Process struct {
 	// Registry receives the target's metrics; the process serves it on its
 	// one metrics endpoint.
 	Registry prometheus.Registerer
+	// Gather adds a target's own gatherer to the metrics endpoint, beside
+	// Registry: families built at scrape time without the registry's copy
+	// of each series (vaultseed.Metrics).
+	Gather func(prometheus.Gatherer)
 	// Logger is the process logger; each target logs under its own name.
 	Logger logr.Logger
 	// Webhook, when set, configures the admission webhook server of the

@@ -261,12 +261,14 @@ func (cfg VaultConfig) NewManager(ctx context.Context, p Process) (manager.Manag
 	if err != nil {
 		return nil, fmt.Errorf("vault: %w", err)
 	}
+	metrics := vaultseed.NewMetrics(p.Registry)
+	p.Gather(metrics)
 	r := &vaultseed.Reconciler{
 		Client:       mgr.GetClient(),
 		KV:           kv,
 		Generator:    templating.Generator{Rand: rand.Reader, Cache: templating.NewHashCache(rand.Reader), Slots: bcryptSlots},
 		Recorder:     mgr.GetEventRecorder("ohmlab-controller-vault"),
-		Metrics:      vaultseed.NewMetrics(p.Registry),
+		Metrics:      metrics,
 		Target:       "vault",
 		ObserveOnly:  cfg.ObserveOnly,
 		AllowDelete:  cfg.AllowDelete,

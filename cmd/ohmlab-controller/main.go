@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/zapr"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -131,8 +132,13 @@ func run(ctx context.Context, f flags, log logr.Logger) error {
 	if err := reconcilers.RegisterMetrics(ctrlmetrics.Registry); err != nil {
 		return err
 	}
+	// The endpoint serves the registry and the targets' own gatherers side
+	// by side, without prometheus.Gatherers' second check of every series:
+	// each gatherer's names are reserved in the registry.
+	served := []prometheus.TransactionalGatherer{prometheus.ToTransactionalGatherer(ctrlmetrics.Registry)}
 	p := reconcilers.Process{
 		RestConfig: restConfig, Scheme: scheme, Registry: ctrlmetrics.Registry, Logger: log,
+		Gather:         func(g prometheus.Gatherer) { served = append(served, prometheus.ToTransactionalGatherer(g)) },
 		LeaderElection: f.leaderElect, GracefulShutdown: f.gracefulShutdown, Shard: f.shard,
 	}
 	if f.webhookPort != 0 {
@@ -164,7 +170,7 @@ func run(ctx context.Context, f flags, log logr.Logger) error {
 	})
 	if f.metricsAddr != "0" {
 		serve(ctx, g, f.metricsAddr, map[string]http.Handler{
-			"/metrics": promhttp.HandlerFor(ctrlmetrics.Registry, promhttp.HandlerOpts{}),
+			"/metrics": promhttp.HandlerForTransactional(prometheus.NewMultiTRegistry(served...), promhttp.HandlerOpts{}),
 		})
 	}
 	if f.pprofAddr != "" {

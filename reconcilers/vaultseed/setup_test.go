@@ -100,8 +100,7 @@ func TestDeferAfterStart(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			reg := prometheus.NewRegistry()
-			r := &Reconciler{Metrics: NewMetrics(reg), Target: "vault"}
+			r := &Reconciler{Metrics: NewMetrics(prometheus.NewRegistry()), Target: "vault"}
 			if tt.asked {
 				r.known.add(types.NamespacedName{Namespace: "ns", Name: "o"}, factSeen)
 			}
@@ -111,7 +110,7 @@ func TestDeferAfterStart(t *testing.T) {
 				}
 			}
 			if tt.want[0] {
-				if diff := cmp.Diff([]string{"vault/ns/o Reconciled 1"}, readySeries(t, reg)); diff != "" {
+				if diff := cmp.Diff([]string{"vault/ns/o Reconciled 1"}, readySeries(t, r.Metrics)); diff != "" {
 					t.Errorf("a deferred object's Ready metric (-want +got):\n%s", diff)
 				}
 			}

@@ -97,7 +97,7 @@ type fixture struct {
 	t       testing.TB
 	ns      string
 	kv      *spyKV
-	metrics *prometheus.Registry
+	metrics prometheus.Gatherer
 	logs    *syncBuffer
 	r       *Reconciler
 	// cancel stops the manager without waiting, as a killed process stops.
@@ -122,7 +122,7 @@ func startController(t testing.TB, opts controllerOptions) *fixture {
 	if opts.kv == nil {
 		opts.kv = rootKV(t)
 	}
-	f := &fixture{t: t, ns: ns, kv: &spyKV{KV: opts.kv}, metrics: prometheus.NewRegistry(), logs: &syncBuffer{}, cancel: cancel}
+	f := &fixture{t: t, ns: ns, kv: &spyKV{KV: opts.kv}, logs: &syncBuffer{}, cancel: cancel}
 	logger := zapr.NewLogger(zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(f.logs), zap.DebugLevel)))
 	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
 		Scheme:                 cp.Scheme,
@@ -143,7 +143,7 @@ func startController(t testing.TB, opts controllerOptions) *fixture {
 		KV:           f.kv,
 		Generator:    templating.Generator{BcryptCost: 4, Cache: templating.NewHashCache(rand.Reader)},
 		Recorder:     mgr.GetEventRecorder("ohmlab-controller"),
-		Metrics:      NewMetrics(f.metrics),
+		Metrics:      NewMetrics(prometheus.NewRegistry()),
 		Target:       "vault",
 		ObserveOnly:  opts.observeOnly,
 		AllowDelete:  opts.allowDelete,
@@ -152,7 +152,7 @@ func startController(t testing.TB, opts controllerOptions) *fixture {
 		Selector:     opts.selector,
 	}
 	g.Expect(r.SetupWithManager(mgr, 2)).To(Succeed())
-	f.r = r
+	f.r, f.metrics = r, r.Metrics
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
