@@ -33,6 +33,13 @@ import (
 // entry. Entries hold the data of a path only (no custom_metadata), the
 // part references read. Safe for concurrent use; a nil *sources remembers
 // nothing and reads Vault every time.
+//
+// A dependent that finds no fresh entry for a path whose own object is
+// being reconciled (begin) waits for that reconcile, up to sourceWait,
+// before reading: objects created together are reconciled side by side,
+// and a source read just before its object writes it would send the
+// dependent to RefPending, a status write, a retry and a second read of its
+// own path (issue 25: a new path costs one read).
 type sources struct {
 	ttl time.Duration
 	now func() time.Time
@@ -43,7 +50,15 @@ type sources struct {
 	mu      sync.Mutex
 	entries map[string]sourceEntry
 	swept   time.Time
+	// writing holds the paths whose own object's reconcile runs, each
+	// with a channel closed when it ends.
+	writing map[string]chan struct{}
 }
+
+// sourceWait bounds how long a dependent waits for its source's reconcile
+// (a source whose Vault hangs, or an undetected cycle, costs a dependent
+// this much, then it reads as before).
+const sourceWait = 10 * time.Second
 
 type sourceEntry struct {
 	secret *vaultkv.Secret // never modified once stored
@@ -55,7 +70,7 @@ type sourceEntry struct {
 // newSources returns an empty set whose entries are fresh for ttl (the
 // resync period); now is time.Now in production.
 func newSources(ttl time.Duration, now func() time.Time, keeps func(ctx context.Context, path string) bool) *sources {
-	return &sources{ttl: ttl, now: now, keeps: keeps, entries: map[string]sourceEntry{}, swept: now()}
+	return &sources{ttl: ttl, now: now, keeps: keeps, entries: map[string]sourceEntry{}, swept: now(), writing: map[string]chan struct{}{}}
 }
 
 // read returns path from a fresh entry, or reads it from Vault, recording
@@ -67,9 +82,26 @@ func (s *sources) read(ctx context.Context, kv KVReader, path string) (*vaultkv.
 	start := s.now()
 	s.mu.Lock()
 	e, ok := s.entries[path]
+	busy := s.writing[path]
 	s.mu.Unlock()
 	if ok && start.Sub(e.read) < s.ttl {
 		return e.secret, nil
+	}
+	if busy != nil {
+		wait := time.NewTimer(sourceWait)
+		select {
+		case <-busy:
+		case <-wait.C:
+		case <-ctx.Done():
+		}
+		wait.Stop()
+		start = s.now()
+		s.mu.Lock()
+		e, ok = s.entries[path]
+		s.mu.Unlock()
+		if ok && start.Sub(e.read) < s.ttl {
+			return e.secret, nil
+		}
 	}
 	secret, err := kv.Read(ctx, path)
 	if err != nil {
@@ -108,6 +140,28 @@ func (s *sources) wrote(path string, version int, data map[string]any) {
 		return
 	}
 	s.put(path, &vaultkv.Secret{Exists: true, Version: version, Data: data}, s.now())
+}
+
+// begin records that the reconcile of path's own object runs; end, which
+// it returns, that it is over. Dependents that find no fresh entry of path
+// meanwhile wait for end (read).
+func (s *sources) begin(path string) (end func()) {
+	if s == nil {
+		return func() {}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.writing[path]; ok {
+		return func() {} // two objects of one path: the first one's
+	}
+	done := make(chan struct{})
+	s.writing[path] = done
+	return func() {
+		s.mu.Lock()
+		delete(s.writing, path)
+		s.mu.Unlock()
+		close(done)
+	}
 }
 
 // forget drops the entry of path (this process deleted it).
