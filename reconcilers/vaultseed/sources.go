@@ -51,8 +51,11 @@ type sources struct {
 	entries map[string]sourceEntry
 	swept   time.Time
 	// writing holds the paths whose own object's reconcile runs, each
-	// with a channel closed when it ends.
+	// with a channel closed when it ends; waiting, by path, the
+	// dependents waiting for it (notifyDependents need not wake them:
+	// the write serves them).
 	writing map[string]chan struct{}
+	waiting map[string]map[string]int
 }
 
 // sourceWait bounds how long a dependent waits for its source's reconcile
@@ -70,12 +73,18 @@ type sourceEntry struct {
 // newSources returns an empty set whose entries are fresh for ttl (the
 // resync period); now is time.Now in production.
 func newSources(ttl time.Duration, now func() time.Time, keeps func(ctx context.Context, path string) bool) *sources {
-	return &sources{ttl: ttl, now: now, keeps: keeps, entries: map[string]sourceEntry{}, swept: now(), writing: map[string]chan struct{}{}}
+	return &sources{ttl: ttl, now: now, keeps: keeps, entries: map[string]sourceEntry{}, swept: now(), writing: map[string]chan struct{}{}, waiting: map[string]map[string]int{}}
 }
 
 // read returns path from a fresh entry, or reads it from Vault, recording
 // the read when an object of this process keeps the path.
 func (s *sources) read(ctx context.Context, kv KVReader, path string) (*vaultkv.Secret, error) {
+	return s.readFor(ctx, kv, path, "")
+}
+
+// readFor is read for the dependent named waiter, which waitingFor reports
+// while it waits for path's reconcile.
+func (s *sources) readFor(ctx context.Context, kv KVReader, path, waiter string) (*vaultkv.Secret, error) {
 	if s == nil || !s.keeps(ctx, path) {
 		return kv.Read(ctx, path)
 	}
@@ -88,6 +97,7 @@ func (s *sources) read(ctx context.Context, kv KVReader, path string) (*vaultkv.
 		return e.secret, nil
 	}
 	if busy != nil {
+		defer s.wait(path, waiter)()
 		wait := time.NewTimer(sourceWait)
 		select {
 		case <-busy:
@@ -164,6 +174,41 @@ func (s *sources) begin(path string) (end func()) {
 	}
 }
 
+// wait records that waiter waits for path's reconcile, until the function
+// it returns is called.
+func (s *sources) wait(path, waiter string) (done func()) {
+	if waiter == "" {
+		return func() {}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.waiting[path] == nil {
+		s.waiting[path] = map[string]int{}
+	}
+	s.waiting[path][waiter]++
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.waiting[path][waiter]--; s.waiting[path][waiter] == 0 {
+			delete(s.waiting[path], waiter)
+		}
+		if len(s.waiting[path]) == 0 {
+			delete(s.waiting, path)
+		}
+	}
+}
+
+// waitingFor says whether the dependent waiter waits for path's reconcile:
+// the entry its write makes serves it, so it needs no other reconcile.
+func (s *sources) waitingFor(path, waiter string) bool {
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.waiting[path][waiter] > 0
+}
+
 // forget drops the entry of path (this process deleted it).
 func (s *sources) forget(path string) {
 	if s == nil {
@@ -196,23 +241,29 @@ func (s *sources) sweep(now time.Time) {
 // objects the entries of every path were a large part of the heap (issue
 // 13).
 func (s *sources) reader(kv KVReader, own string, referenced func() bool, changed func()) KVReader {
+	return s.readerFor(kv, own, "", referenced, changed)
+}
+
+// readerFor is reader for the object named waiter (waitingFor).
+func (s *sources) readerFor(kv KVReader, own, waiter string, referenced func() bool, changed func()) KVReader {
 	if s == nil {
 		return kv
 	}
-	return sourcedReader{KVReader: kv, s: s, own: own, referenced: referenced, changed: changed}
+	return sourcedReader{KVReader: kv, s: s, own: own, waiter: waiter, referenced: referenced, changed: changed}
 }
 
 type sourcedReader struct {
 	KVReader
 	s          *sources
 	own        string
+	waiter     string
 	referenced func() bool
 	changed    func()
 }
 
 func (r sourcedReader) Read(ctx context.Context, path string) (*vaultkv.Secret, error) {
 	if path != r.own {
-		return r.s.read(ctx, r.KVReader, path)
+		return r.s.readFor(ctx, r.KVReader, path, r.waiter)
 	}
 	start := r.s.now()
 	secret, err := r.KVReader.Read(ctx, path)
