@@ -112,7 +112,7 @@ func DefaultVaultConfig() VaultConfig {
 		// generates a hash and otherwise waits on Vault and the API server:
 		// 4 workers keep two cores busy without queueing many bcrypts at
 		// once (the memory of one is small, its CPU is not).
-		Concurrency:    4,
+		Concurrency:    16,
 		LeaderElection: LeaderElection{Namespace: os.Getenv("POD_NAMESPACE"), LeaseDuration: metav1.Duration{Duration: 15 * time.Second}},
 		Backend: VaultBackend{
 			Timeout: metav1.Duration{Duration: 10 * time.Second},
@@ -128,8 +128,8 @@ func DefaultVaultConfig() VaultConfig {
 			// The Kubernetes client has no client-side limit:
 			// controller-runtime leaves it to the API server's priority
 			// and fairness.
-			QPS:   100,
-			Burst: 200,
+			QPS:   1000,
+			Burst: 2000,
 			Auth: VaultAuth{
 				Method:    vaultkv.MethodKubernetes,
 				Mount:     "kubernetes",

@@ -20,6 +20,7 @@ import (
 //
 //	go test -run '^$' -bench NewPath -benchtime 3000x ./vaultkv/
 func BenchmarkIntegrationNewPath(b *testing.B) {
+	var newPaths atomic.Int64 // each path is new: b.N grows over runs
 	v := harness.VaultForTest(b)
 	for _, clients := range []int{4, 16, 64} {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
@@ -29,7 +30,6 @@ func BenchmarkIntegrationNewPath(b *testing.B) {
 				b.Fatal(err)
 			}
 			ctx := context.Background()
-			var next atomic.Int64
 			work := make(chan struct{})
 			done := make(chan error, clients)
 			b.ResetTimer()
@@ -41,7 +41,7 @@ func BenchmarkIntegrationNewPath(b *testing.B) {
 						if failed != nil {
 							continue // drain, so the feeder never blocks
 						}
-						path := fmt.Sprintf("ohmlab/platforms/capacity/c%d/p%d", clients, next.Add(1))
+						path := fmt.Sprintf("ohmlab/platforms/capacity/p/%d", newPaths.Add(1))
 						if _, failed = c.Read(ctx, path); failed != nil {
 							continue
 						}

@@ -203,9 +203,11 @@ func (r *Reconciler) sync(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed) (
 		// Its dependents reconciled meanwhile wait for its write.
 		defer r.sources.begin(seed.Spec.Path)()
 	}
+	reader := r.sources.readerFor(r.KV, seed.Spec.Path, client.ObjectKeyFromObject(seed).String(),
+		func() bool { return r.referenced(ctx, seed.Spec.Path) }, func() { r.notifyDependents(ctx, seed.Spec.Path) })
 	in := planInput{
-		kv: r.sources.readerFor(r.KV, seed.Spec.Path, client.ObjectKeyFromObject(seed).String(),
-			func() bool { return r.referenced(ctx, seed.Spec.Path) }, func() { r.notifyDependents(ctx, seed.Spec.Path) }),
+		kv:          reader,
+		expect:      reader.expect,
 		ring:        func(obj templating.Object) (string, error) { return r.cycle(ctx, seed, obj) },
 		managed:     func() []ohmlabv1alpha1.ManagedKey { return r.managed(seed) },
 		landed:      func(path *vaultkv.Secret) *intent { return r.landed(ctx, seed, path) },

@@ -141,8 +141,9 @@ func (r *Reconciler) notifyDependents(ctx context.Context, path string) {
 	}
 	for i := range list.Items {
 		key := client.ObjectKeyFromObject(&list.Items[i])
-		if r.sources.waitingFor(path, key.String()) {
-			// Reconciling now, waiting for this write, which serves it.
+		if r.sources.expecting(path, key.String()) {
+			// Reconciling now and about to read the path (or waiting
+			// for this write): the write serves it.
 			continue
 		}
 		// Asked for: not deferred to its phase after a start.

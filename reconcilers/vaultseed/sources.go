@@ -51,11 +51,12 @@ type sources struct {
 	entries map[string]sourceEntry
 	swept   time.Time
 	// writing holds the paths whose own object's reconcile runs, each
-	// with a channel closed when it ends; waiting, by path, the
-	// dependents waiting for it (notifyDependents need not wake them:
-	// the write serves them).
+	// with a channel closed when it ends; readers, by path, the
+	// dependents being reconciled that will read it, or wait for its
+	// reconcile, after now: a write of it serves them, so
+	// notifyDependents need not reconcile them again.
 	writing map[string]chan struct{}
-	waiting map[string]map[string]int
+	readers map[string]map[string]int
 }
 
 // sourceWait bounds how long a dependent waits for its source's reconcile
@@ -73,31 +74,28 @@ type sourceEntry struct {
 // newSources returns an empty set whose entries are fresh for ttl (the
 // resync period); now is time.Now in production.
 func newSources(ttl time.Duration, now func() time.Time, keeps func(ctx context.Context, path string) bool) *sources {
-	return &sources{ttl: ttl, now: now, keeps: keeps, entries: map[string]sourceEntry{}, swept: now(), writing: map[string]chan struct{}{}, waiting: map[string]map[string]int{}}
+	return &sources{ttl: ttl, now: now, keeps: keeps, entries: map[string]sourceEntry{}, swept: now(), writing: map[string]chan struct{}{}, readers: map[string]map[string]int{}}
 }
 
 // read returns path from a fresh entry, or reads it from Vault, recording
 // the read when an object of this process keeps the path.
 func (s *sources) read(ctx context.Context, kv KVReader, path string) (*vaultkv.Secret, error) {
-	return s.readFor(ctx, kv, path, "")
+	return s.readFor(ctx, kv, path, func() {})
 }
 
-// readFor is read for the dependent named waiter, which waitingFor reports
-// while it waits for path's reconcile.
-func (s *sources) readFor(ctx context.Context, kv KVReader, path, waiter string) (*vaultkv.Secret, error) {
+// readFor is read calling reading after any wait for path's reconcile and
+// before the entry or Vault is read: a write of path before that call is
+// seen by this read.
+func (s *sources) readFor(ctx context.Context, kv KVReader, path string, reading func()) (*vaultkv.Secret, error) {
 	if s == nil || !s.keeps(ctx, path) {
+		reading()
 		return kv.Read(ctx, path)
 	}
-	start := s.now()
 	s.mu.Lock()
 	e, ok := s.entries[path]
 	busy := s.writing[path]
 	s.mu.Unlock()
-	if ok && start.Sub(e.read) < s.ttl {
-		return e.secret, nil
-	}
-	if busy != nil {
-		defer s.wait(path, waiter)()
+	if busy != nil && !(ok && s.now().Sub(e.read) < s.ttl) {
 		wait := time.NewTimer(sourceWait)
 		select {
 		case <-busy:
@@ -105,13 +103,14 @@ func (s *sources) readFor(ctx context.Context, kv KVReader, path, waiter string)
 		case <-ctx.Done():
 		}
 		wait.Stop()
-		start = s.now()
-		s.mu.Lock()
-		e, ok = s.entries[path]
-		s.mu.Unlock()
-		if ok && start.Sub(e.read) < s.ttl {
-			return e.secret, nil
-		}
+	}
+	reading()
+	start := s.now()
+	s.mu.Lock()
+	e, ok = s.entries[path]
+	s.mu.Unlock()
+	if ok && start.Sub(e.read) < s.ttl {
+		return e.secret, nil
 	}
 	secret, err := kv.Read(ctx, path)
 	if err != nil {
@@ -174,39 +173,38 @@ func (s *sources) begin(path string) (end func()) {
 	}
 }
 
-// wait records that waiter waits for path's reconcile, until the function
-// it returns is called.
-func (s *sources) wait(path, waiter string) (done func()) {
-	if waiter == "" {
-		return func() {}
-	}
+// expect records that the dependent named reader will read path (or wait
+// for its reconcile) after now; unexpect that it is about to read it.
+func (s *sources) expect(path, reader string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.waiting[path] == nil {
-		s.waiting[path] = map[string]int{}
+	if s.readers[path] == nil {
+		s.readers[path] = map[string]int{}
 	}
-	s.waiting[path][waiter]++
-	return func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.waiting[path][waiter]--; s.waiting[path][waiter] == 0 {
-			delete(s.waiting[path], waiter)
-		}
-		if len(s.waiting[path]) == 0 {
-			delete(s.waiting, path)
-		}
+	s.readers[path][reader]++
+}
+
+func (s *sources) unexpect(path, reader string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.readers[path][reader]--; s.readers[path][reader] <= 0 {
+		delete(s.readers[path], reader)
+	}
+	if len(s.readers[path]) == 0 {
+		delete(s.readers, path)
 	}
 }
 
-// waitingFor says whether the dependent waiter waits for path's reconcile:
-// the entry its write makes serves it, so it needs no other reconcile.
-func (s *sources) waitingFor(path, waiter string) bool {
+// expecting says whether the dependent named reader will read path, or
+// wait for its reconcile, after now: a write of path serves it without
+// another reconcile.
+func (s *sources) expecting(path, reader string) bool {
 	if s == nil {
 		return false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.waiting[path][waiter] > 0
+	return s.readers[path][reader] > 0
 }
 
 // forget drops the entry of path (this process deleted it).
@@ -241,29 +239,72 @@ func (s *sources) sweep(now time.Time) {
 // objects the entries of every path were a large part of the heap (issue
 // 13).
 func (s *sources) reader(kv KVReader, own string, referenced func() bool, changed func()) KVReader {
-	return s.readerFor(kv, own, "", referenced, changed)
-}
-
-// readerFor is reader for the object named waiter (waitingFor).
-func (s *sources) readerFor(kv KVReader, own, waiter string, referenced func() bool, changed func()) KVReader {
 	if s == nil {
 		return kv
 	}
-	return sourcedReader{KVReader: kv, s: s, own: own, waiter: waiter, referenced: referenced, changed: changed}
+	return s.readerFor(kv, own, "", referenced, changed)
+}
+
+// readerFor is reader for the object named name, whose expected reads
+// (sourcedReader.expect) the sources know of.
+func (s *sources) readerFor(kv KVReader, own, name string, referenced func() bool, changed func()) *sourcedReader {
+	return &sourcedReader{KVReader: kv, s: s, own: own, name: name, referenced: referenced, changed: changed}
 }
 
 type sourcedReader struct {
 	KVReader
 	s          *sources
 	own        string
-	waiter     string
+	name       string
 	referenced func() bool
 	changed    func()
+
+	mu   sync.Mutex
+	left map[string]bool // the paths expected and not read yet
 }
 
-func (r sourcedReader) Read(ctx context.Context, path string) (*vaultkv.Secret, error) {
+// expect records that the object will read paths in this reconcile, so
+// that a write of one of them before the object reads it does not
+// reconcile it again (notifyDependents); done forgets those not read.
+func (r *sourcedReader) expect(paths []string) (done func()) {
+	if r == nil || r.s == nil || r.name == "" {
+		return func() {}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.left = map[string]bool{}
+	for _, p := range paths {
+		if p != r.own && !r.left[p] {
+			r.left[p] = true
+			r.s.expect(p, r.name)
+		}
+	}
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for p := range r.left {
+			r.s.unexpect(p, r.name)
+		}
+		r.left = nil
+	}
+}
+
+// reading forgets the expected read of path: it starts now.
+func (r *sourcedReader) reading(path string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.left[path] {
+		delete(r.left, path)
+		r.s.unexpect(path, r.name)
+	}
+}
+
+func (r *sourcedReader) Read(ctx context.Context, path string) (*vaultkv.Secret, error) {
+	if r.s == nil {
+		return r.KVReader.Read(ctx, path)
+	}
 	if path != r.own {
-		return r.s.readFor(ctx, r.KVReader, path, r.waiter)
+		return r.s.readFor(ctx, r.KVReader, path, func() { r.reading(path) })
 	}
 	start := r.s.now()
 	secret, err := r.KVReader.Read(ctx, path)

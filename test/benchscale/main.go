@@ -121,7 +121,7 @@ func main() {
 
 func run(ctx context.Context, cfg config) (report, error) {
 	r := report{n: cfg.n, resync: cfg.resync, floorTimed: min(cfg.n, cfg.floorMax), scrapeInterval: cfg.scrapeInterval,
-		workload: cfg.workload, creationOnly: cfg.creationOnly, newPaths: cfg.n + cfg.admissions}
+		workload: cfg.workload, creationOnly: cfg.creationOnly}
 	err := r.measure(ctx, cfg)
 	return r, err
 }
@@ -269,7 +269,10 @@ func (r *report) measure(ctx context.Context, cfg config) error {
 		return err
 	}
 	r.creation = ready.sub(before)
-	r.pathRequests = countRequests(proxy.Seen(), seenBefore)
+	r.pathRequests, r.newPaths = countRequests(proxy.Seen(), seenBefore)
+	if err := writeRequestsByPath(filepath.Join(dir, "vault-requests-to-ready.tsv"), proxy.Seen()[seenBefore:]); err != nil {
+		return err
+	}
 	cpuReady, err := processCPU()
 	if err != nil {
 		return err
@@ -817,8 +820,9 @@ type report struct {
 	// minute.
 	restartMinutes []figures
 	load           loadFigures
-	// newPaths are the paths created to Ready (the N and the admissions
-	// made meanwhile); pathRequests the KV requests the proxy saw then.
+	// newPaths are the paths written to Ready (the N and those of the
+	// objects admitted meanwhile); pathRequests the KV requests the proxy
+	// saw then.
 	newPaths     int
 	pathRequests pathRequests
 	// creationCPU is the CPU-seconds to Ready of each process of the run.

@@ -128,13 +128,18 @@ func requestKind(r harness.KVRequest) string {
 	return r.Method + " " + string(r.Kind)
 }
 
-// countRequests counts the requests of seen from index from on.
-func countRequests(seen []harness.KVRequest, from int) pathRequests {
+// countRequests counts the requests of seen from index from on, and the
+// paths they wrote data to: the new paths of creation.
+func countRequests(seen []harness.KVRequest, from int) (pathRequests, int) {
 	c := pathRequests{}
+	written := map[string]bool{}
 	for _, r := range seen[from:] {
 		c[requestKind(r)]++
+		if r.Kind == harness.KVData && r.Write() {
+			written[r.Path] = true
+		}
 	}
-	return c
+	return c, max(len(written), 1)
 }
 
 // perPath formats the counts divided by paths, the usual kinds first.
@@ -231,4 +236,39 @@ func cpuSince(before, after map[string]float64) string {
 		parts = append(parts, fmt.Sprintf("%s %.1f", r.name, r.cpu))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// writeRequestsByPath writes, for each path, its requests by kind (a line
+// "path<TAB>kind=count..."), the paths with the most requests first: where
+// a second read comes from.
+func writeRequestsByPath(file string, seen []harness.KVRequest) error {
+	by := map[string]pathRequests{}
+	total := map[string]int{}
+	for _, r := range seen {
+		if by[r.Path] == nil {
+			by[r.Path] = pathRequests{}
+		}
+		by[r.Path][requestKind(r)]++
+		total[r.Path]++
+	}
+	paths := make([]string, 0, len(by))
+	for p := range by {
+		paths = append(paths, p)
+	}
+	sort.Slice(paths, func(i, j int) bool {
+		if total[paths[i]] != total[paths[j]] {
+			return total[paths[i]] > total[paths[j]]
+		}
+		return paths[i] < paths[j]
+	})
+	var b strings.Builder
+	for _, p := range paths {
+		kinds := make([]string, 0, len(by[p]))
+		for k, n := range by[p] {
+			kinds = append(kinds, fmt.Sprintf("%s=%d", k, n))
+		}
+		sort.Strings(kinds)
+		fmt.Fprintf(&b, "%s\t%s\n", p, strings.Join(kinds, " "))
+	}
+	return os.WriteFile(file, []byte(b.String()), 0o600)
 }
