@@ -790,7 +790,7 @@ func window(ctx context.Context, c *e2e.Controller, w *watch, d time.Duration) (
 
 // defaultWorkers is the controller's default concurrency (the chart's
 // targets.vault.concurrency).
-const defaultWorkers = 4
+const defaultWorkers = 16
 
 type report struct {
 	n                        int
