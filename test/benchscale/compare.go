@@ -53,7 +53,8 @@ func runBoth(ctx context.Context, cfg config, out io.Writer) error {
 }
 
 // printColumns prints the reports' figures side by side: each report's
-// rows, by position (the same flags give the same rows).
+// rows, by position (the same flags give the same rows), named as the
+// first report names them.
 func printColumns(out io.Writer, names []string, reports []report) error {
 	var tables [][][]string
 	for _, r := range reports {
@@ -72,10 +73,10 @@ func printColumns(out io.Writer, names []string, reports []report) error {
 			switch {
 			case i == 0:
 				cells = append(cells, names[k])
-			case i < len(t) && len(t[i]) == 2 && t[i][0] == row[0]:
+			case i < len(t) && len(t[i]) == 2:
 				cells = append(cells, t[i][1])
 			default:
-				return fmt.Errorf("the reports' rows differ at %q", row[0])
+				cells = append(cells, "(no such row)")
 			}
 		}
 		fmt.Fprintln(tw, strings.Join(cells, "\t"))

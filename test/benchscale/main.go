@@ -866,7 +866,7 @@ func (r report) write(tw io.Writer) {
 	}
 	fmt.Fprintf(tw, "requests to Ready (the controller's operations)\t%s: %.0f at %.1f/s; %d Kubernetes writes; %.1f CPU-s\n",
 		ops(r.creation.requests, 1), total, total/r.toReady.Seconds(), r.creation.kubeWrites, r.creation.cpu)
-	fmt.Fprintf(tw, "  per new path (%d), by operation\t%s\n", r.newPaths, opsPerPath(r.creation.requests, r.newPaths))
+	fmt.Fprintf(tw, "  per new path, by operation\t%s (%d new paths)\n", opsPerPath(r.creation.requests, r.newPaths), r.newPaths)
 	fmt.Fprintf(tw, "Vault KV requests per new path to Ready (HTTP, counted by a proxy)\t%s\n", r.pathRequests.perPath(r.newPaths))
 	fmt.Fprintf(tw, "CPU-s to Ready by process (this machine's)\t%s\n", r.creationCPU)
 	if r.creationOnly {
