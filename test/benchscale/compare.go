@@ -42,6 +42,11 @@ func runBoth(ctx context.Context, cfg config, out io.Writer) error {
 		if cfg.heapProfile != "" {
 			c.heapProfile = cfg.heapProfile + "-" + strings.ReplaceAll(b.name, " ", "-")
 		}
+		if b.name == "baseline" && cfg.baselineValues != "" {
+			if err := yaml.Unmarshal([]byte(cfg.baselineValues), &c.values); err != nil {
+				return fmt.Errorf("-baseline-values: %w", err)
+			}
+		}
 		fmt.Fprintf(os.Stderr, "--> measuring %s: %s\n", b.name, b.bin)
 		r, err := run(ctx, c)
 		if err != nil {
@@ -49,7 +54,11 @@ func runBoth(ctx context.Context, cfg config, out io.Writer) error {
 		}
 		reports = append(reports, r)
 	}
-	return printColumns(out, []string{"this build (" + cfg.controller + ")", "baseline (" + cfg.baseline + ")"}, reports)
+	baseline := "baseline (" + cfg.baseline + ")"
+	if cfg.baselineValues != "" {
+		baseline += ", chart values " + cfg.baselineValues
+	}
+	return printColumns(out, []string{"this build (" + cfg.controller + ")", baseline}, reports)
 }
 
 // printColumns prints the reports' figures side by side: each report's
@@ -159,4 +168,18 @@ func creationProfiles(ctx context.Context, addr, prefix string, done <-chan stru
 		default:
 		}
 	}
+}
+
+// mergeValues merges over into base, recursively for maps.
+func mergeValues(base, over map[string]any) map[string]any {
+	for k, v := range over {
+		if om, ok := v.(map[string]any); ok {
+			if bm, ok := base[k].(map[string]any); ok {
+				base[k] = mergeValues(bm, om)
+				continue
+			}
+		}
+		base[k] = v
+	}
+	return base
 }

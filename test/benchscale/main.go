@@ -76,6 +76,11 @@ type config struct {
 	creationOnly bool
 	// creationProfile is the prefix of CPU profiles from creation to Ready.
 	creationProfile string
+	// baselineValues are chart values (YAML) of the baseline's run: its
+	// build's defaults where today's chart changed them.
+	baselineValues string
+	// values are the chart values of this run, over the benchmark's own.
+	values map[string]any
 }
 
 func main() {
@@ -93,6 +98,7 @@ func main() {
 	flag.IntVar(&cfg.floorMax, "floor-max", 2000, "At most this many hashes are timed for the bcrypt floor; for a larger N the floor is scaled from them (a hash costs the same each time).")
 	flag.StringVar(&cfg.workload, "workload", workloadBcrypt, "The objects: bcrypt (a <random:24> password, its <bcrypt:> hash and, every second object, a <ref:> to the previous one's password) or random (one <random:24> key).")
 	flag.StringVar(&cfg.baseline, "baseline", "", "Another ohmlab-controller binary (an older build) measured the same way after this one, on fresh servers; both columns are printed.")
+	flag.StringVar(&cfg.baselineValues, "baseline-values", "", "Chart values (YAML) for the baseline's run only, where its build's defaults differ from today's chart, e.g. '{targets: {vault: {concurrency: 4, backend: {qps: 100, burst: 200}}}}' for a build before issue 25.")
 	flag.BoolVar(&cfg.creationOnly, "creation-only", false, "Stop once all N objects are Ready: creation's figures only.")
 	flag.StringVar(&cfg.creationProfile, "cpuprofile-creation", "", "Write CPU profiles of the controller from the creation of the N objects until all are Ready to PREFIX-1.pprof, PREFIX-2.pprof... (10 s each; go tool pprof PREFIX-*.pprof merges them).")
 	flag.StringVar(&cfg.logDir, "dir", "", "Directory for the environment's files and controller.log (default: a new temporary directory, kept).")
@@ -174,7 +180,7 @@ func (r *report) measure(ctx context.Context, cfg config) error {
 	// The chart's lease duration (15 s), not the tests' quick 4 s: a
 	// loaded machine must not make the controller lose its Lease.
 	env, err := e2e.Start(ctx, e2e.Options{Dir: dir, Resync: cfg.resync, ControllerBin: cfg.controller, Log: os.Stderr, ControllerLog: logFile, ControllerArgs: args, Vault: vault,
-		Values: map[string]any{"targets": map[string]any{"vault": map[string]any{"leaderElection": map[string]any{"leaseDuration": "15s"}, "backend": map[string]any{"address": proxy.URL}}}}})
+		Values: mergeValues(map[string]any{"targets": map[string]any{"vault": map[string]any{"leaderElection": map[string]any{"leaseDuration": "15s"}, "backend": map[string]any{"address": proxy.URL}}}}, cfg.values)})
 	if err != nil {
 		return err
 	}
