@@ -109,27 +109,32 @@ func DefaultVaultConfig() VaultConfig {
 		// a burst.
 		ResyncPeriod: metav1.Duration{Duration: 10 * time.Minute},
 		// A reconcile spends most of its time on bcrypt (CPU) when it
-		// generates a hash and otherwise waits on Vault and the API server:
-		// 4 workers keep two cores busy without queueing many bcrypts at
-		// once (the memory of one is small, its CPU is not).
-		Concurrency:    4,
+		// generates a hash and otherwise waits on Vault and the API server.
+		// bcrypt is bounded to one per core apart (bcryptSlots), so more
+		// workers do not share the cores more: they keep a hash ready for
+		// each core while the others wait on I/O. With 4, creation of 1,000
+		// one-key objects was bound by the workers' round trips (31 s, 16
+		// workers: 22 s, make bench-scale, issue 25) and the cores idled
+		// between hashes (creation at 2x the parallel bcrypt floor).
+		Concurrency:    16,
 		LeaderElection: LeaderElection{Namespace: os.Getenv("POD_NAMESPACE"), LeaseDuration: metav1.Duration{Duration: 15 * time.Second}},
 		Backend: VaultBackend{
 			Timeout: metav1.Duration{Duration: 10 * time.Second},
-			// 100 requests per second, 2 s of burst: creating an object
-			// takes about three requests (read, mark, write), so 1,000 new
-			// objects need 30 s of requests, less than their bcrypt time,
-			// where 20 per second made the limit the bottleneck (5,044
-			// requests at 16.8/s); a quiet resync of 10,000 objects (one
-			// read each) takes 100 s, a sixth of the period. Vault serves
-			// thousands of KV reads per second, and its own rate limit
-			// quotas still apply. Peers are in the same range
-			// (external-secrets raised its default from 5/10 to 50/100).
-			// The Kubernetes client has no client-side limit:
-			// controller-runtime leaves it to the API server's priority
-			// and fairness.
-			QPS:   100,
-			Burst: 200,
+			// 500 requests per second, 2 s of burst. A new path costs three
+			// requests (read, marker, data), a quiet resync one read per
+			// object. A Vault dev server on a loaded 2-core machine
+			// sustains about 1,500 of creation's requests per second
+			// (BenchmarkIntegrationNewPath, issue 25), a third of which the
+			// limit leaves it; at 100 per second the limit was what bounded
+			// the creation of 1,000 one-key objects (3,000 requests, 30 s),
+			// and 16 workers create them at about 150 per second on that
+			// machine, so 500 is not the bottleneck at 1,000 objects while
+			// a burst of creations or a restart cannot take all of Vault.
+			// Vault's own rate limit quotas still apply. The Kubernetes
+			// client has no client-side limit: controller-runtime leaves it
+			// to the API server's priority and fairness.
+			QPS:   500,
+			Burst: 1000,
 			Auth: VaultAuth{
 				Method:    vaultkv.MethodKubernetes,
 				Mount:     "kubernetes",

@@ -386,12 +386,42 @@ func (c *Client) Mark(ctx context.Context, path string, metadata map[string]stri
 			return err
 		}
 		return c.request(ctx, OpMark, path, func(ctx context.Context) error {
-			// Not KVv2.PutMetadata: it would also reset max_versions,
-			// cas_required and delete_version_after.
-			_, err := c.api.Logical().WriteWithContext(ctx, mount+"/metadata/"+rest, map[string]any{"custom_metadata": patch})
-			return err
+			return c.createMetadata(ctx, mount, rest, metadata)
 		})
 	})
+}
+
+// MarkNew implements KV.MarkNew with POST <mount>/metadata/<rest> carrying
+// custom_metadata only (Mark's creation, without its merge first).
+func (c *Client) MarkNew(ctx context.Context, path string, metadata map[string]string) error {
+	mount, rest, err := SplitPath(path)
+	if err == nil {
+		err = ValidateMetadata(metadata)
+	}
+	if err != nil {
+		return c.refuse(OpMark, path, err)
+	}
+	if len(metadata) == 0 {
+		return nil
+	}
+	return c.do(ctx, OpMark, path, func(ctx context.Context) error {
+		return c.request(ctx, OpMark, path, func(ctx context.Context) error {
+			return c.createMetadata(ctx, mount, rest, metadata)
+		})
+	})
+}
+
+// createMetadata sets custom_metadata with POST <mount>/metadata/<rest>,
+// leaving the path's other metadata settings alone.
+func (c *Client) createMetadata(ctx context.Context, mount, rest string, metadata map[string]string) error {
+	md := make(map[string]any, len(metadata))
+	for k, v := range metadata {
+		md[k] = v
+	}
+	// Not KVv2.PutMetadata: it would also reset max_versions,
+	// cas_required and delete_version_after.
+	_, err := c.api.Logical().WriteWithContext(ctx, mount+"/metadata/"+rest, map[string]any{"custom_metadata": md})
+	return err
 }
 
 // Delete implements KV.Delete with DELETE <mount>/metadata/<rest>.

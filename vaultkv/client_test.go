@@ -181,9 +181,14 @@ func TestMark(t *testing.T) {
 		name      string
 		patch     int // status of the PATCH
 		md        map[string]string
+		new       bool // MarkNew: the path was read absent
 		wantReqs  []req
 		wantClass string
 	}{
+		{name: "a path read absent: one creation", new: true, md: map[string]string{"owner": "ns/name"},
+			wantReqs:  []req{{"PUT", "/v1/ohmlab/metadata/p/a/b", "", `{"custom_metadata":{"owner":"ns/name"}}`}},
+			wantClass: "ok"},
+		{name: "a path read absent, over the limits", new: true, md: map[string]string{"owner": strings.Repeat("v", 513)}, wantClass: "invalid"},
 		{name: "existing metadata: one merge patch", patch: 204, md: map[string]string{"owner": "ns/name"},
 			wantReqs:  []req{{"PATCH", "/v1/ohmlab/metadata/p/a/b", "application/merge-patch+json", `{"custom_metadata":{"owner":"ns/name"}}`}},
 			wantClass: "ok"},
@@ -222,7 +227,11 @@ func TestMark(t *testing.T) {
 				}
 			}}
 			c := tokenClient(t, fv, nil)
-			err := c.Mark(context.Background(), "ohmlab/p/a/b", tt.md)
+			mark := c.Mark
+			if tt.new {
+				mark = c.MarkNew
+			}
+			err := mark(context.Background(), "ohmlab/p/a/b", tt.md)
 			if ClassOf(err) != tt.wantClass {
 				t.Fatalf("Mark: %v, want class %s", err, tt.wantClass)
 			}

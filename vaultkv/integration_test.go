@@ -307,6 +307,19 @@ func TestIntegrationMarkKeepsOthersAndCreatesNoVersion(t *testing.T) {
 		t.Fatalf("fresh path: current_version %d, custom_metadata %v", current, md)
 	}
 
+	// MarkNew, for a path read absent: on a path with metadata and no
+	// version, custom_metadata is replaced and max_versions kept.
+	const other = "platforms/core/keycloak/other"
+	if err := kv.PutMetadata(ctx, other, vaultapi.KVMetadataPutInput{MaxVersions: 3, CustomMetadata: map[string]any{"team": "platform"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.MarkNew(ctx, "ohmlab/"+other, map[string]string{"ohmlab.fr/owner": "ns/c"}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := kv.GetMetadata(ctx, other); err != nil || m.MaxVersions != 3 || m.CurrentVersion != 0 || !cmp.Equal(m.CustomMetadata, map[string]any{"ohmlab.fr/owner": "ns/c"}) {
+		t.Fatalf("after MarkNew: %+v, %v; want max_versions 3, no version, the owner only", m, err)
+	}
+
 	// Over Vault's limits: refused before sending, naming the key only.
 	long := r.secret(strings.Repeat("x", 513))
 	err = r.err(c.Mark(ctx, path, map[string]string{"ohmlab.fr/rotation": long}))

@@ -77,6 +77,15 @@ type KV interface {
 	// limits (see ValidateMetadata); an empty value is refused (Vault
 	// refuses it too), so Mark cannot remove a key.
 	Mark(ctx context.Context, path string, metadata map[string]string) error
+	// MarkNew is Mark for a path read absent (no version): one request
+	// that creates the path's metadata with this custom_metadata, where
+	// Mark takes two (a merge that finds no metadata, then the creation).
+	// When the path has metadata without a version (someone's custom
+	// metadata put there first, which a read does not show), its
+	// custom_metadata is replaced, its other settings (max_versions,
+	// cas_required, delete_version_after) kept. It never creates a KV
+	// version; the limits are Mark's.
+	MarkNew(ctx context.Context, path string, metadata map[string]string) error
 	// Delete removes the path with all its versions and its metadata.
 	// Deleting an absent path is not an error.
 	Delete(ctx context.Context, path string) error

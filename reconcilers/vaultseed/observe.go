@@ -25,6 +25,9 @@ type planInput struct {
 	// returns the recorded write it reported or whose rotation token is left
 	// to record, nil when none (Reconciler.landed).
 	landed func(path *vaultkv.Secret) *intent
+	// expect, when set, is told the sources the reconcile is about to read
+	// and returns a function to call once it is over (sourcedReader.expect).
+	expect func(paths []string) (done func())
 	// allowDelete is the target's allowDelete.
 	allowDelete bool
 	gen         templating.Generator
@@ -68,6 +71,9 @@ func observePlan(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, in planInp
 		return stop(res)
 	}
 	desired := desiredOf(seed, analysis, in.managed())
+	if in.expect != nil {
+		defer in.expect(analysis.RefPaths)()
+	}
 	observed, err := observeVault(ctx, in.kv, seed.Spec.Path, analysis.RefPaths, desired)
 	if err != nil {
 		return planned{}, readError{err}

@@ -135,6 +135,11 @@ type Plan struct {
 // Empty says whether applying the plan changes nothing in Vault.
 func (p Plan) Empty() bool { return len(p.Actions) == 0 }
 
+// creates says whether the plan creates the path: it was read absent.
+func (p Plan) creates() bool {
+	return slices.ContainsFunc(p.Actions, func(a Action) bool { return a.Name == ActionCreate })
+}
+
 // Counts returns the number of planned changes per action.
 func (p Plan) Counts() map[string]int {
 	c := make(map[string]int, len(actionOrder))

@@ -199,8 +199,15 @@ func (r *Reconciler) managed(seed *ohmlabv1alpha1.VaultSeed) []ohmlabv1alpha1.Ma
 func (r *Reconciler) sync(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed) (outcome, error) {
 	gen := r.Generator
 	gen.Dry = r.ObserveOnly
+	if !r.ObserveOnly {
+		// Its dependents reconciled meanwhile wait for its write.
+		defer r.sources.begin(seed.Spec.Path)()
+	}
+	reader := r.sources.readerFor(r.KV, seed.Spec.Path, client.ObjectKeyFromObject(seed).String(),
+		func() bool { return r.referenced(ctx, seed.Spec.Path) }, func() { r.notifyDependents(ctx, seed.Spec.Path) })
 	in := planInput{
-		kv:          r.sources.reader(r.KV, seed.Spec.Path, func() bool { return r.referenced(ctx, seed.Spec.Path) }, func() { r.notifyDependents(ctx, seed.Spec.Path) }),
+		kv:          reader,
+		expect:      reader.expect,
 		ring:        func(obj templating.Object) (string, error) { return r.cycle(ctx, seed, obj) },
 		managed:     func() []ohmlabv1alpha1.ManagedKey { return r.managed(seed) },
 		landed:      func(path *vaultkv.Secret) *intent { return r.landed(ctx, seed, path) },
@@ -345,7 +352,13 @@ func (r *Reconciler) apply(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, 
 		mark = withIntent(p)
 	}
 	if mark != nil {
-		if err := r.KV.Mark(ctx, path, mark); err != nil {
+		markFn := r.KV.Mark
+		if p.creates() {
+			// The path was read absent: its marker creates its metadata
+			// in one request (a new path: one read, two writes).
+			markFn = r.KV.MarkNew
+		}
+		if err := markFn(ctx, path, mark); err != nil {
 			return false, 0, err
 		}
 	}

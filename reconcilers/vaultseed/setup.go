@@ -140,8 +140,14 @@ func (r *Reconciler) notifyDependents(ctx context.Context, path string) {
 		return
 	}
 	for i := range list.Items {
+		key := client.ObjectKeyFromObject(&list.Items[i])
+		if r.sources.expecting(path, key.String()) {
+			// Reconciling now and about to read the path (or waiting
+			// for this write): the write serves it.
+			continue
+		}
 		// Asked for: not deferred to its phase after a start.
-		r.known.add(client.ObjectKeyFromObject(&list.Items[i]), factSeen)
+		r.known.add(key, factSeen)
 		select {
 		case r.dependents <- event.TypedGenericEvent[*ohmlabv1alpha1.VaultSeed]{Object: &list.Items[i]}:
 		case <-ctx.Done():

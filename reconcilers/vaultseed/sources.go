@@ -33,6 +33,13 @@ import (
 // entry. Entries hold the data of a path only (no custom_metadata), the
 // part references read. Safe for concurrent use; a nil *sources remembers
 // nothing and reads Vault every time.
+//
+// A dependent that finds no fresh entry for a path whose own object is
+// being reconciled (begin) waits for that reconcile, up to sourceWait,
+// before reading: objects created together are reconciled side by side,
+// and a source read just before its object writes it would send the
+// dependent to RefPending, a status write, a retry and a second read of its
+// own path (issue 25: a new path costs one read).
 type sources struct {
 	ttl time.Duration
 	now func() time.Time
@@ -43,7 +50,19 @@ type sources struct {
 	mu      sync.Mutex
 	entries map[string]sourceEntry
 	swept   time.Time
+	// writing holds the paths whose own object's reconcile runs, each
+	// with a channel closed when it ends; readers, by path, the
+	// dependents being reconciled that will read it, or wait for its
+	// reconcile, after now: a write of it serves them, so
+	// notifyDependents need not reconcile them again.
+	writing map[string]chan struct{}
+	readers map[string]map[string]int
 }
+
+// sourceWait bounds how long a dependent waits for its source's reconcile
+// (a source whose Vault hangs, or an undetected cycle, costs a dependent
+// this much, then it reads as before).
+const sourceWait = 10 * time.Second
 
 type sourceEntry struct {
 	secret *vaultkv.Secret // never modified once stored
@@ -55,18 +74,40 @@ type sourceEntry struct {
 // newSources returns an empty set whose entries are fresh for ttl (the
 // resync period); now is time.Now in production.
 func newSources(ttl time.Duration, now func() time.Time, keeps func(ctx context.Context, path string) bool) *sources {
-	return &sources{ttl: ttl, now: now, keeps: keeps, entries: map[string]sourceEntry{}, swept: now()}
+	return &sources{ttl: ttl, now: now, keeps: keeps, entries: map[string]sourceEntry{}, swept: now(), writing: map[string]chan struct{}{}, readers: map[string]map[string]int{}}
 }
 
 // read returns path from a fresh entry, or reads it from Vault, recording
 // the read when an object of this process keeps the path.
 func (s *sources) read(ctx context.Context, kv KVReader, path string) (*vaultkv.Secret, error) {
+	return s.readFor(ctx, kv, path, func() {})
+}
+
+// readFor is read calling reading after any wait for path's reconcile and
+// before the entry or Vault is read: a write of path before that call is
+// seen by this read.
+func (s *sources) readFor(ctx context.Context, kv KVReader, path string, reading func()) (*vaultkv.Secret, error) {
 	if s == nil || !s.keeps(ctx, path) {
+		reading()
 		return kv.Read(ctx, path)
 	}
-	start := s.now()
 	s.mu.Lock()
 	e, ok := s.entries[path]
+	busy := s.writing[path]
+	s.mu.Unlock()
+	if busy != nil && !(ok && s.now().Sub(e.read) < s.ttl) {
+		wait := time.NewTimer(sourceWait)
+		select {
+		case <-busy:
+		case <-wait.C:
+		case <-ctx.Done():
+		}
+		wait.Stop()
+	}
+	reading()
+	start := s.now()
+	s.mu.Lock()
+	e, ok = s.entries[path]
 	s.mu.Unlock()
 	if ok && start.Sub(e.read) < s.ttl {
 		return e.secret, nil
@@ -110,6 +151,62 @@ func (s *sources) wrote(path string, version int, data map[string]any) {
 	s.put(path, &vaultkv.Secret{Exists: true, Version: version, Data: data}, s.now())
 }
 
+// begin records that the reconcile of path's own object runs; end, which
+// it returns, that it is over. Dependents that find no fresh entry of path
+// meanwhile wait for end (read).
+func (s *sources) begin(path string) (end func()) {
+	if s == nil {
+		return func() {}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.writing[path]; ok {
+		return func() {} // two objects of one path: the first one's
+	}
+	done := make(chan struct{})
+	s.writing[path] = done
+	return func() {
+		s.mu.Lock()
+		delete(s.writing, path)
+		s.mu.Unlock()
+		close(done)
+	}
+}
+
+// expect records that the dependent named reader will read path (or wait
+// for its reconcile) after now; unexpect that it is about to read it.
+func (s *sources) expect(path, reader string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.readers[path] == nil {
+		s.readers[path] = map[string]int{}
+	}
+	s.readers[path][reader]++
+}
+
+func (s *sources) unexpect(path, reader string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.readers[path][reader]--; s.readers[path][reader] <= 0 {
+		delete(s.readers[path], reader)
+	}
+	if len(s.readers[path]) == 0 {
+		delete(s.readers, path)
+	}
+}
+
+// expecting says whether the dependent named reader will read path, or
+// wait for its reconcile, after now: a write of path serves it without
+// another reconcile.
+func (s *sources) expecting(path, reader string) bool {
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.readers[path][reader] > 0
+}
+
 // forget drops the entry of path (this process deleted it).
 func (s *sources) forget(path string) {
 	if s == nil {
@@ -145,20 +242,69 @@ func (s *sources) reader(kv KVReader, own string, referenced func() bool, change
 	if s == nil {
 		return kv
 	}
-	return sourcedReader{KVReader: kv, s: s, own: own, referenced: referenced, changed: changed}
+	return s.readerFor(kv, own, "", referenced, changed)
+}
+
+// readerFor is reader for the object named name, whose expected reads
+// (sourcedReader.expect) the sources know of.
+func (s *sources) readerFor(kv KVReader, own, name string, referenced func() bool, changed func()) *sourcedReader {
+	return &sourcedReader{KVReader: kv, s: s, own: own, name: name, referenced: referenced, changed: changed}
 }
 
 type sourcedReader struct {
 	KVReader
 	s          *sources
 	own        string
+	name       string
 	referenced func() bool
 	changed    func()
+
+	mu   sync.Mutex
+	left map[string]bool // the paths expected and not read yet
 }
 
-func (r sourcedReader) Read(ctx context.Context, path string) (*vaultkv.Secret, error) {
+// expect records that the object will read paths in this reconcile, so
+// that a write of one of them before the object reads it does not
+// reconcile it again (notifyDependents); done forgets those not read.
+func (r *sourcedReader) expect(paths []string) (done func()) {
+	if r == nil || r.s == nil || r.name == "" {
+		return func() {}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.left = map[string]bool{}
+	for _, p := range paths {
+		if p != r.own && !r.left[p] {
+			r.left[p] = true
+			r.s.expect(p, r.name)
+		}
+	}
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for p := range r.left {
+			r.s.unexpect(p, r.name)
+		}
+		r.left = nil
+	}
+}
+
+// reading forgets the expected read of path: it starts now.
+func (r *sourcedReader) reading(path string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.left[path] {
+		delete(r.left, path)
+		r.s.unexpect(path, r.name)
+	}
+}
+
+func (r *sourcedReader) Read(ctx context.Context, path string) (*vaultkv.Secret, error) {
+	if r.s == nil {
+		return r.KVReader.Read(ctx, path)
+	}
 	if path != r.own {
-		return r.s.read(ctx, r.KVReader, path)
+		return r.s.readFor(ctx, r.KVReader, path, func() { r.reading(path) })
 	}
 	start := r.s.now()
 	secret, err := r.KVReader.Read(ctx, path)

@@ -238,3 +238,36 @@ func TestSourcesOwnRead(t *testing.T) {
 		})
 	}
 }
+
+// TestSourcesWaitForTheSourcesReconcile: a dependent that finds no entry of
+// a source whose object is being reconciled waits for that reconcile and is
+// served its write, without a read of the path before it was written.
+func TestSourcesWaitForTheSourcesReconcile(t *testing.T) {
+	kv, s, c, k := sourcesFixture(t)
+	const newSource = "ohmlab/new"
+	k[newSource] = true
+	dep := &countingKV{KV: kv}
+	end := s.begin(newSource)
+	got := make(chan *vaultkv.Secret)
+	go func() {
+		secret, err := s.read(context.Background(), dep, newSource)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- secret
+	}()
+	// The source's object writes the path, then its reconcile ends.
+	time.Sleep(50 * time.Millisecond)
+	if _, err := kv.Write(context.Background(), newSource, map[string]any{"password": "two"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	c.t = c.t.Add(time.Second)
+	s.wrote(newSource, 1, map[string]any{"password": "two"})
+	end()
+	if secret := <-got; !secret.Exists || secret.Version != 1 {
+		t.Errorf("the dependent read %+v, want version 1", secret)
+	}
+	if dep.reads != 0 {
+		t.Errorf("%d Vault reads by the dependent, want 0: the write serves it", dep.reads)
+	}
+}

@@ -374,6 +374,11 @@ func (s *spyKV) Mark(ctx context.Context, path string, md map[string]string) err
 	return s.KV.Mark(ctx, path, md)
 }
 
+func (s *spyKV) MarkNew(ctx context.Context, path string, md map[string]string) error {
+	s.count("mark", path)
+	return s.KV.MarkNew(ctx, path, md)
+}
+
 func (s *spyKV) Delete(ctx context.Context, path string) error {
 	s.count("delete", path)
 	return s.KV.Delete(ctx, path)

@@ -1,23 +1,26 @@
 // Command benchscale measures the controller at scale (issue 13) through
 // the built binary on the e2e environment (a real kube-apiserver, etcd and
 // Vault dev server on loopback, the controller at its default settings). It
-// is `make bench-scale N=1000`. It prints, from one run: the bcrypt floor
-// (N hashes at the default cost, measured in the same run), the time until
-// all N objects are Ready, the Vault requests by operation and the
-// Kubernetes writes it took, the same figures with the controller's
+// is `make bench-scale N=1000`. It prints, from one run: the bcrypt floors
+// (N hashes at the default cost, measured in the same run, on GOMAXPROCS
+// goroutines and one after another), the time until all N objects are
+// Ready, the Vault requests by operation and per new path (counted by a
+// proxy in front of Vault) and the Kubernetes writes it took, the same
+// figures with the controller's
 // CPU-seconds for the first resync after creation and for a later quiet
 // one, the RSS high-water mark, the latency of a dependent created before
 // its source, and the admission latency of one more object.
 //
 // Each object is a <random:24> password and its <bcrypt:> hash; every
-// second object also copies the previous object's password with <ref:>.
-// Timings depend on the machine; the figures to compare are ratios
-// measured side by side in one run, and counts.
+// second object also copies the previous object's password with <ref:>
+// (-workload random: one <random:24> key, no hash, no reference). With
+// -baseline, another build is then measured the same way on fresh servers
+// and both columns are printed. Timings depend on the machine; the figures
+// to compare are ratios measured side by side in one run, and counts.
 package main
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -65,6 +68,19 @@ type config struct {
 	// scrapeInterval is how often /metrics is scraped during the run.
 	scrapeInterval time.Duration
 	floorMax       int
+	// workload is workloadBcrypt or workloadRandom.
+	workload string
+	// baseline is another build, measured after this one on fresh servers.
+	baseline string
+	// creationOnly stops the run once all N objects are Ready.
+	creationOnly bool
+	// creationProfile is the prefix of CPU profiles from creation to Ready.
+	creationProfile string
+	// baselineValues are chart values (YAML) of the baseline's run: its
+	// build's defaults where today's chart changed them.
+	baselineValues string
+	// values are the chart values of this run, over the benchmark's own.
+	values map[string]any
 }
 
 func main() {
@@ -80,21 +96,44 @@ func main() {
 	flag.DurationVar(&cfg.scrapeInterval, "scrape-interval", 30*time.Second, "Scrape the controller's /metrics this often, as the chart's PodMonitor (podMonitor.interval) has Prometheus do; 0: never.")
 	flag.StringVar(&cfg.heapProfile, "heapprofile-prefix", "", "Write heap profiles of the controller (go tool pprof) when all objects are Ready and at the end of the quiet resync period, to PREFIX-ready.pprof and PREFIX-quiet.pprof.")
 	flag.IntVar(&cfg.floorMax, "floor-max", 2000, "At most this many hashes are timed for the bcrypt floor; for a larger N the floor is scaled from them (a hash costs the same each time).")
+	flag.StringVar(&cfg.workload, "workload", workloadBcrypt, "The objects: bcrypt (a <random:24> password, its <bcrypt:> hash and, every second object, a <ref:> to the previous one's password) or random (one <random:24> key).")
+	flag.StringVar(&cfg.baseline, "baseline", "", "Another ohmlab-controller binary (an older build) measured the same way after this one, on fresh servers; both columns are printed.")
+	flag.StringVar(&cfg.baselineValues, "baseline-values", "", "Chart values (YAML) for the baseline's run only, where its build's defaults differ from today's chart, e.g. '{targets: {vault: {concurrency: 4, backend: {qps: 100, burst: 200}}}}' for a build before issue 25.")
+	flag.BoolVar(&cfg.creationOnly, "creation-only", false, "Stop once all N objects are Ready: creation's figures only.")
+	flag.StringVar(&cfg.creationProfile, "cpuprofile-creation", "", "Write CPU profiles of the controller from the creation of the N objects until all are Ready to PREFIX-1.pprof, PREFIX-2.pprof... (10 s each; go tool pprof PREFIX-*.pprof merges them).")
 	flag.StringVar(&cfg.logDir, "dir", "", "Directory for the environment's files and controller.log (default: a new temporary directory, kept).")
 	flag.Parse()
-	if cfg.controller == "" || cfg.n < 2 {
-		fmt.Fprintln(os.Stderr, "benchscale: -controller is required and -n must be at least 2")
+	if cfg.controller == "" || cfg.n < 2 || (cfg.workload != workloadBcrypt && cfg.workload != workloadRandom) {
+		fmt.Fprintln(os.Stderr, "benchscale: -controller is required, -n must be at least 2 and -workload bcrypt or random")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, cfg, os.Stdout); err != nil {
+	err := func() error {
+		if cfg.baseline != "" {
+			return runBoth(ctx, cfg, os.Stdout)
+		}
+		r, err := run(ctx, cfg)
+		if err == nil {
+			r.print(os.Stdout)
+		}
+		return err
+	}()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchscale:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, cfg config, out io.Writer) error {
+func run(ctx context.Context, cfg config) (report, error) {
+	r := report{n: cfg.n, resync: cfg.resync, floorTimed: min(cfg.n, cfg.floorMax), scrapeInterval: cfg.scrapeInterval,
+		workload: cfg.workload, creationOnly: cfg.creationOnly}
+	err := r.measure(ctx, cfg)
+	return r, err
+}
+
+// measure runs the benchmark and fills the report.
+func (r *report) measure(ctx context.Context, cfg config) error {
 	dir := cfg.logDir
 	if dir == "" {
 		var err error
@@ -117,7 +156,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	load := startLoad(ctx)
 	var args []string
 	pprofAddr := ""
-	if cfg.cpuProfile != "" || cfg.heapProfile != "" {
+	if cfg.cpuProfile != "" || cfg.heapProfile != "" || cfg.creationProfile != "" {
 		port, err := harness.FreePort()
 		if err != nil {
 			return err
@@ -125,19 +164,33 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		pprofAddr = fmt.Sprintf("127.0.0.1:%d", port)
 		args = append(args, "--pprof-bind-address="+pprofAddr)
 	}
+	// The controller reaches Vault through a proxy that counts its KV
+	// requests (what a new path costs Vault, whatever the build calls an
+	// operation); the connections stay open, as they would to Vault.
+	vault, err := harness.StartVault()
+	if err != nil {
+		return err
+	}
+	proxy, err := harness.StartMeteringProxy(vault.Addr, harness.VaultMount)
+	if err != nil {
+		vault.Stop()
+		return err
+	}
+	defer proxy.Close()
 	// The chart's lease duration (15 s), not the tests' quick 4 s: a
 	// loaded machine must not make the controller lose its Lease.
-	env, err := e2e.Start(ctx, e2e.Options{Dir: dir, Resync: cfg.resync, ControllerBin: cfg.controller, Log: os.Stderr, ControllerLog: logFile, ControllerArgs: args,
-		Values: map[string]any{"targets": map[string]any{"vault": map[string]any{"leaderElection": map[string]any{"leaseDuration": "15s"}}}}})
+	env, err := e2e.Start(ctx, e2e.Options{Dir: dir, Resync: cfg.resync, ControllerBin: cfg.controller, Log: os.Stderr, ControllerLog: logFile, ControllerArgs: args, Vault: vault,
+		Values: mergeValues(map[string]any{"targets": map[string]any{"vault": map[string]any{"leaderElection": map[string]any{"leaseDuration": "15s"}, "backend": map[string]any{"address": proxy.URL}}}}, cfg.values)})
 	if err != nil {
 		return err
 	}
 	defer env.Stop()
-	ctrl, err := env.StartController(ctx)
+	ctrl, dropped, err := startAccepted(ctx, env)
 	if err != nil {
 		return err
 	}
 	defer ctrl.Stop()
+	r.dropped = dropped
 	// A controller that exits ends the run.
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -170,21 +223,35 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		return err
 	}
 
-	r := report{n: cfg.n, resync: cfg.resync, floorTimed: min(cfg.n, cfg.floorMax), scrapeInterval: cfg.scrapeInterval}
-	progress("bcrypt floor: %d hashes at the default cost (%d), one after another", r.floorTimed, bcrypt.DefaultCost)
-	if r.floor, err = bcryptFloor(r.floorTimed); err != nil {
-		return err
+	if cfg.workload == workloadBcrypt {
+		if r.floors, err = bcryptFloors(cfg.n, r.floorTimed, progress); err != nil {
+			return err
+		}
 	}
-	r.floor = r.floor * time.Duration(cfg.n) / time.Duration(r.floorTimed)
-	progress("bcrypt floor: %s", r.floor.Round(10*time.Millisecond))
 
 	before, err := sample(ctx, ctrl, w)
 	if err != nil {
 		return err
 	}
-	progress("creating %d objects (%d at a time)", cfg.n, cfg.workers)
+	seenBefore := len(proxy.Seen())
+	cpuBefore, err := processCPU()
+	if err != nil {
+		return err
+	}
+	profiled := make(chan struct{})
+	profiles := make(chan error, 1)
+	if cfg.creationProfile != "" {
+		go func() {
+			n, err := creationProfiles(ctx, pprofAddr, cfg.creationProfile, profiled)
+			if err == nil {
+				progress("CPU profiles of creation: %s-1.pprof to %s-%d.pprof", cfg.creationProfile, cfg.creationProfile, n)
+			}
+			profiles <- err
+		}()
+	}
+	progress("creating %d objects (%d at a time, workload %s)", cfg.n, cfg.workers, cfg.workload)
 	start := time.Now()
-	if err := createAll(ctx, cl, cfg.n, cfg.workers); err != nil {
+	if err := createAll(ctx, cl, cfg.n, cfg.workers, cfg.workload); err != nil {
 		return err
 	}
 	progress("created in %s; waiting for all Ready, creating %d more one at a time meanwhile", time.Since(start).Round(time.Second), cfg.admissions)
@@ -208,7 +275,29 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		return err
 	}
 	r.creation = ready.sub(before)
+	r.pathRequests, r.newPaths = countRequests(proxy.Seen(), seenBefore)
+	if err := writeRequestsByPath(filepath.Join(dir, "vault-requests-to-ready.tsv"), proxy.Seen()[seenBefore:]); err != nil {
+		return err
+	}
+	cpuReady, err := processCPU()
+	if err != nil {
+		return err
+	}
+	r.creationCPU = cpuSince(cpuBefore, cpuReady)
 	progress("all Ready after %s", r.toReady.Round(time.Second))
+	close(profiled)
+	if cfg.creationProfile != "" {
+		if err := <-profiles; err != nil {
+			return err
+		}
+	}
+	if cfg.creationOnly {
+		r.hwm, r.rss, err = memoryNow(ctrl.PID())
+		r.rssPeaks = rss.stop()
+		r.scrapes = scraped.stop()
+		r.load = load()
+		return err
+	}
 	if cfg.heapProfile != "" {
 		if err := heapProfile(ctx, pprofAddr, cfg.heapProfile+"-ready.pprof"); err != nil {
 			return err
@@ -257,15 +346,9 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	if r.admission, err = admission(ctx, cl, ctrl, "adm-", cfg.admissions, true); err != nil {
 		return err
 	}
-	proc, err := procfs.NewProc(ctrl.PID())
-	if err != nil {
+	if r.hwm, r.rss, err = memoryNow(ctrl.PID()); err != nil {
 		return err
 	}
-	status, err := proc.NewStatus()
-	if err != nil {
-		return err
-	}
-	r.hwm, r.rss = status.VmHWM, status.VmRSS
 	r.rssPeaks = rss.stop()
 	r.scrapes = scraped.stop()
 	if r.goHeap, err = goHeap(ctx, ctrl); err != nil {
@@ -280,7 +363,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		progress("restarting the controller; watching its first resync period (%s)", cfg.resync)
 		stopWatching()
 		ctrl.Stop()
-		if ctrl, err = env.StartController(ctx); err != nil {
+		if ctrl, _, err = startAccepted(ctx, env); err != nil {
 			return err
 		}
 		defer ctrl.Stop()
@@ -298,21 +381,20 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		r.restarted = true
 	}
 	r.load = load()
-	r.print(out)
 	return nil
 }
 
-// bcryptFloor hashes n random 24-character passwords at the default cost,
-// one after another: the least time a single worker needs for the objects'
-// hashes.
-func bcryptFloor(n int) (time.Duration, error) {
-	start := time.Now()
-	for range n {
-		if _, err := bcrypt.GenerateFromPassword([]byte(rand.Text()[:24]), bcrypt.DefaultCost); err != nil {
-			return 0, err
-		}
+// memoryNow is the process's high-water mark and resident set.
+func memoryNow(pid int) (hwm, rss uint64, err error) {
+	proc, err := procfs.NewProc(pid)
+	if err != nil {
+		return 0, 0, err
 	}
-	return time.Since(start), nil
+	status, err := proc.NewStatus()
+	if err != nil {
+		return 0, 0, err
+	}
+	return status.VmHWM, status.VmRSS, nil
 }
 
 // seed returns benchmark object i: a password, its hash and, for every
@@ -338,18 +420,14 @@ func plainSeed(name, path, ref string) *ohmlabv1alpha1.VaultSeed {
 
 func benchPath(i int) string { return fmt.Sprintf("ohmlab/platforms/bench/objects/%05d", i) }
 
-func createAll(ctx context.Context, cl client.Client, n, workers int) error {
+func createAll(ctx context.Context, cl client.Client, n, workers int, workload string) error {
 	next := make(chan int)
 	errs := make(chan error, workers)
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
 			for i := range next {
-				ref := ""
-				if i%2 == 1 {
-					ref = benchPath(i - 1)
-				}
-				if err := cl.Create(ctx, seed(fmt.Sprintf("bench-%05d", i), benchPath(i), ref)); err != nil {
+				if err := cl.Create(ctx, benchSeed(workload, i)); err != nil {
 					errs <- fmt.Errorf("creating object %d: %w", i, err)
 					return
 				}
@@ -723,12 +801,14 @@ func window(ctx context.Context, c *e2e.Controller, w *watch, d time.Duration) (
 
 // defaultWorkers is the controller's default concurrency (the chart's
 // targets.vault.concurrency).
-const defaultWorkers = 4
+const defaultWorkers = 16
 
 type report struct {
 	n                        int
 	resync                   time.Duration
-	floor, toReady           time.Duration
+	workload                 string
+	floors                   floors
+	toReady                  time.Duration
 	creation                 figures
 	firstResync, quietResync figures
 	depLatency               []time.Duration
@@ -751,24 +831,59 @@ type report struct {
 	// minute.
 	restartMinutes []figures
 	load           loadFigures
+	// newPaths are the paths written to Ready (the N and those of the
+	// objects admitted meanwhile); pathRequests the KV requests the proxy
+	// saw then.
+	newPaths     int
+	pathRequests pathRequests
+	// creationCPU is the CPU-seconds to Ready of each process of the run.
+	creationCPU string
+	// dropped are the configuration keys this build refused (startAccepted).
+	dropped      []string
+	creationOnly bool
 }
 
+// print writes the report as a table.
 func (r report) print(out io.Writer) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "figure (N=%d, resync %s)\tvalue\n", r.n, r.resync)
+	r.write(tw)
+	_ = tw.Flush()
+}
+
+// write writes the report's rows, "figure\tvalue" each.
+func (r report) write(tw io.Writer) {
+	fmt.Fprintf(tw, "figure (N=%d, resync %s, workload %s)\tvalue\n", r.n, r.resync, r.workload)
 	fmt.Fprintf(tw, "machine load average (1 min), during the run\t%s on %d CPUs\n", r.load, runtime.NumCPU())
-	floor := secs(r.floor)
-	if r.floorTimed < r.n {
-		floor += fmt.Sprintf(" (%d hashes timed, scaled to %d)", r.floorTimed, r.n)
+	dropped := "none"
+	if len(r.dropped) > 0 {
+		dropped = strings.Join(r.dropped, ", ")
 	}
-	fmt.Fprintf(tw, "bcrypt floor (%d hashes, cost %d, one worker)\t%s\n", r.n, bcrypt.DefaultCost, floor)
-	fmt.Fprintf(tw, "all Ready after creation\t%s, %.2fx the floor\n", secs(r.toReady), r.toReady.Seconds()/r.floor.Seconds())
+	fmt.Fprintf(tw, "configuration keys this build refused, dropped\t%s\n", dropped)
+	if r.workload == workloadBcrypt {
+		scaled := ""
+		if r.floorTimed < r.n {
+			scaled = fmt.Sprintf(" (%d hashes timed, scaled to %d)", r.floorTimed, r.n)
+		}
+		fmt.Fprintf(tw, "bcrypt floor, parallel (%d hashes, cost %d, on GOMAXPROCS=%d goroutines)\t%s%s\n", r.n, bcrypt.DefaultCost, r.floors.procs, secs(r.floors.parallel), scaled)
+		fmt.Fprintf(tw, "bcrypt floor, sequential (the same, one after another)\t%s%s\n", secs(r.floors.sequential), scaled)
+		fmt.Fprintf(tw, "all Ready after creation\t%s, %.2fx the parallel floor, %.2fx the sequential floor\n", secs(r.toReady),
+			r.toReady.Seconds()/r.floors.parallel.Seconds(), r.toReady.Seconds()/r.floors.sequential.Seconds())
+	} else {
+		fmt.Fprintf(tw, "all Ready after creation\t%s (no bcrypt in this workload)\n", secs(r.toReady))
+	}
 	total := 0.0
 	for _, v := range r.creation.requests {
 		total += v
 	}
-	fmt.Fprintf(tw, "requests to Ready\t%s: %.0f at %.1f/s; %d Kubernetes writes; %.1f CPU-s\n",
+	fmt.Fprintf(tw, "requests to Ready (the controller's operations)\t%s: %.0f at %.1f/s; %d Kubernetes writes; %.1f CPU-s\n",
 		ops(r.creation.requests, 1), total, total/r.toReady.Seconds(), r.creation.kubeWrites, r.creation.cpu)
+	fmt.Fprintf(tw, "  per new path, by operation\t%s (%d new paths)\n", opsPerPath(r.creation.requests, r.newPaths), r.newPaths)
+	fmt.Fprintf(tw, "Vault KV requests per new path to Ready (HTTP, counted by a proxy)\t%s\n", r.pathRequests.perPath(r.newPaths))
+	fmt.Fprintf(tw, "CPU-s to Ready by process (this machine's)\t%s\n", r.creationCPU)
+	if r.creationOnly {
+		fmt.Fprintf(tw, "memory\t%s high-water mark (VmHWM), %s resident at Ready\n", mib(r.hwm), mib(r.rss))
+		return
+	}
 	for _, row := range []struct {
 		name string
 		f    figures
@@ -806,7 +921,6 @@ func (r report) print(out io.Writer) {
 		fmt.Fprintf(tw, "  a ConfigMap created between them (no webhook)\t%s\n", durations(a.a.configMaps, "p50", 50, "p90", 90, "p99", 99))
 		fmt.Fprintf(tw, "  the webhook's own time (controller_runtime_webhook_latency_seconds)\t%s\n", a.a.webhook)
 	}
-	_ = tw.Flush()
 }
 
 func secs(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }

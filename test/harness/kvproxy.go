@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -33,6 +35,7 @@ type KVProxy struct {
 	rp     *httputil.ReverseProxy
 	mu     sync.Mutex
 	hooks  []*KVHook
+	seen   []KVRequest
 }
 
 // KVKind says which part of a KV v2 path a request is for.
@@ -54,6 +57,9 @@ type KVRequest struct {
 	Path string
 	// CustomMetadata is the custom_metadata a metadata write carries.
 	CustomMetadata map[string]string
+	// Version is the version a data read asks for (?version=), 0 for the
+	// latest.
+	Version int
 }
 
 // Write says whether the request writes (POST, PUT or PATCH: vault/api
@@ -89,6 +95,18 @@ func (h *KVHook) Fired() <-chan struct{} { return h.fired }
 // that recognises the KV v2 requests of the given mounts. Call Close when
 // done.
 func StartKVProxy(upstream string, mounts ...string) (*KVProxy, error) {
+	return startKVProxy(upstream, false, mounts)
+}
+
+// StartMeteringProxy is StartKVProxy keeping its connections to Vault
+// alive, as a client's are: for counting the requests of a measured run
+// (KVProxy.Seen) at little cost, not for faults (a connection may outlive
+// a Vault restart).
+func StartMeteringProxy(upstream string, mounts ...string) (*KVProxy, error) {
+	return startKVProxy(upstream, true, mounts)
+}
+
+func startKVProxy(upstream string, keepAlive bool, mounts []string) (*KVProxy, error) {
 	target, err := url.Parse(upstream)
 	if err != nil {
 		return nil, err
@@ -102,7 +120,8 @@ func StartKVProxy(upstream string, mounts ...string) (*KVProxy, error) {
 	tr.Proxy = nil
 	// A connection per request: none outlives a Vault restart, so a request
 	// fails only when Vault is down at that moment.
-	tr.DisableKeepAlives = true
+	tr.DisableKeepAlives = !keepAlive
+	tr.MaxIdleConnsPerHost = 64
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:   func(r *httputil.ProxyRequest) { r.SetURL(target) },
 		Transport: tr,
@@ -132,6 +151,14 @@ func KVProxyForTest(tb testing.TB, upstream string, mounts ...string) *KVProxy {
 	}
 	tb.Cleanup(p.Close)
 	return p
+}
+
+// Seen returns the KV v2 requests of the proxy's mounts received so far, in
+// the order they came (a hook that drops one still counts it: it was sent).
+func (p *KVProxy) Seen() []KVRequest {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.seen)
 }
 
 // Close stops the proxy.
@@ -172,6 +199,9 @@ func (p *KVProxy) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if ok {
+		p.mu.Lock()
+		p.seen = append(p.seen, kv)
+		p.mu.Unlock()
 		if a := p.take(kv); a != nil {
 			if a.hook.when == BeforeForwarding {
 				if !a.run() {
@@ -212,6 +242,13 @@ func (p *KVProxy) recognise(r *http.Request) (KVRequest, bool, error) {
 			return KVRequest{}, false, nil
 		}
 		kv := KVRequest{Method: r.Method, Kind: KVKind(kind), Path: m + "/" + path}
+		if v := r.URL.Query().Get("version"); v != "" && kv.Kind == KVData {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return KVRequest{}, false, errors.New("the version asked for is not a number")
+			}
+			kv.Version = n
+		}
 		if kv.Kind == KVMetadata && kv.Write() && r.Body != nil {
 			body, err := io.ReadAll(r.Body)
 			if err != nil {

@@ -192,6 +192,32 @@ func (f *KV) Mark(_ context.Context, path string, metadata map[string]string) er
 	return nil
 }
 
+// MarkNew implements vaultkv.KV: the path's custom_metadata becomes
+// metadata.
+func (f *KV) MarkNew(_ context.Context, path string, metadata map[string]string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(vaultkv.OpMark); err != nil {
+		return err
+	}
+	if _, _, err := vaultkv.SplitPath(path); err != nil {
+		return invalid(vaultkv.OpMark, path, err)
+	}
+	if err := vaultkv.ValidateMetadata(metadata); err != nil {
+		return invalid(vaultkv.OpMark, path, err)
+	}
+	if len(metadata) == 0 {
+		return nil
+	}
+	e := f.paths[path]
+	if e == nil {
+		e = &entry{}
+		f.paths[path] = e
+	}
+	e.custom = maps.Clone(metadata)
+	return nil
+}
+
 // Delete implements vaultkv.KV.
 func (f *KV) Delete(_ context.Context, path string) error {
 	f.mu.Lock()
