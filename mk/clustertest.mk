@@ -29,6 +29,7 @@ test-cluster: $(BIN)/k8s/kubectl $(BIN)/vault $(BIN)/cosign image cluster-deps $
 	  OHMLAB_CLUSTER_NODE_IP=$(CLUSTER_NODE_IP) \
 	  OHMLAB_CLUSTER_IMAGE=$(CLUSTER_IMAGE) \
 	  OHMLAB_CLUSTER_IMAGE_LAYOUT=$(DIST)/oci \
+	  OHMLAB_CLUSTER_COSIGN=$(BIN)/cosign \
 	  "$$tmp/cluster.test" -test.count=1 -test.v -test.timeout=$(CLUSTER_TEST_TIMEOUT)
 
 .PHONY: verify-clustertest

@@ -10,11 +10,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/registry"
 	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chartutil"
 
 	"github.com/ohmlab/ohmlab-controller/test/harness"
 )
@@ -45,12 +47,8 @@ type Cosign struct {
 }
 
 // NewCosign creates the key pair and the offline signing configuration in
-// home.
-func NewCosign(ctx context.Context, home string) (*Cosign, error) {
-	bin, err := harness.Bin("cosign")
-	if err != nil {
-		return nil, err
-	}
+// home, with the cosign binary bin.
+func NewCosign(ctx context.Context, bin, home string) (*Cosign, error) {
 	c := &Cosign{Bin: bin, Home: home}
 	for _, args := range [][]string{
 		{"generate-key-pair"},
@@ -119,18 +117,24 @@ func MakeChart(ctx context.Context, dist, host string, cosign *Cosign) (string, 
 	return ref, out.String(), nil
 }
 
-// SameChart says how chart got differs from want, file by file (every
-// file Helm loaded: Chart.yaml, values, schema, templates, the others).
+// SameChart says how chart got differs from want: its metadata, and every
+// other file Helm loaded (values, schema, templates, the rest) byte for
+// byte. Chart.yaml is compared as metadata: packaging writes it anew.
 func SameChart(got, want *chart.Chart) error {
 	files := func(c *chart.Chart) map[string]string {
 		m := map[string]string{}
 		for _, f := range c.Raw {
-			m[f.Name] = string(f.Data)
+			if f.Name != chartutil.ChartfileName {
+				m[f.Name] = string(f.Data)
+			}
 		}
 		return m
 	}
 	g, w := files(got), files(want)
 	var diff []string
+	if !reflect.DeepEqual(got.Metadata, want.Metadata) {
+		diff = append(diff, fmt.Sprintf("metadata %+v, want %+v", *got.Metadata, *want.Metadata))
+	}
 	for name, data := range w {
 		if got, ok := g[name]; !ok {
 			diff = append(diff, name+" missing")
@@ -145,7 +149,7 @@ func SameChart(got, want *chart.Chart) error {
 	}
 	if len(diff) > 0 {
 		sort.Strings(diff)
-		return fmt.Errorf("%d files of %d: %s", len(diff), len(w), strings.Join(diff, ", "))
+		return fmt.Errorf("%d differences (%d files): %s", len(diff), len(w)+1, strings.Join(diff, ", "))
 	}
 	return nil
 }

@@ -106,7 +106,7 @@ func (e *env) publishChart(t *testing.T) {
 	e.version = strings.TrimSpace(string(raw))
 	e.registry = StartRegistry()
 	t.Cleanup(e.registry.Stop)
-	if e.cosign, err = NewCosign(ctx, t.TempDir()); err != nil {
+	if e.cosign, err = NewCosign(ctx, e.c.Cosign, t.TempDir()); err != nil {
 		t.Fatal(err)
 	}
 	ref, out, err := MakeChart(ctx, t.TempDir(), e.registry.Host, e.cosign)

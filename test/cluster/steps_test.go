@@ -33,7 +33,7 @@ func (e *env) chartFromOCI(t *testing.T) {
 	if err := SameChart(e.helm.Chart, dir); err != nil {
 		t.Errorf("the chart pulled from %s is not charts/ohmlab-controller: %v", e.chartRef, err)
 	}
-	other, err := NewCosign(ctx, t.TempDir())
+	other, err := NewCosign(ctx, e.c.Cosign, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
