@@ -12,12 +12,14 @@ CLUSTER_TEST_TIMEOUT ?= 20m
 .PHONY: test-cluster
 # A test of the working tree, not a release: uncommitted work is built too (no provenance then).
 test-cluster: IMAGE_ALLOW_DIRTY = 1
-test-cluster: $(BIN)/k8s/kubectl $(BIN)/vault image cluster-deps $(NODE_BINS) $(CLUSTER) ## Build the image, bring the node up, helm install the chart and check the deployed product, take the node down.
-	@# The test binary is compiled before the node is up (the one node of the machine is held only
-	@# while the test runs). A failed up takes itself down; an up refused because a node is up
-	@# already must not take that one down: the down trap is set once this up succeeded.
+test-cluster: $(BIN)/k8s/kubectl $(BIN)/vault $(BIN)/cosign image cluster-deps $(NODE_BINS) $(CLUSTER) ## Build the image, bring the node up, make chart to an in-process registry, helm install it from there and check the deployed product, take the node down.
+	@# The test binary, and hack/chart that it runs (make chart), are compiled before the node is up
+	@# (the one node of the machine is held only while the test runs). A failed up takes itself down;
+	@# an up refused because a node is up already must not take that one down: the down trap is set
+	@# once this up succeeded.
 	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	go -C $(CURDIR)/test/cluster test -c -o "$$tmp/cluster.test" .; \
+	go -C $(CURDIR)/hack/chart build -o "$$tmp/chart" .; \
 	kubeconfig=$$($(MAKE) -s --no-print-directory -C $(CURDIR) cluster) || exit 1; \
 	trap '$(MAKE) -s --no-print-directory -C $(CURDIR) cluster-down; rm -rf "$$tmp"' EXIT; \
 	$(MAKE) -s --no-print-directory -C $(CURDIR) cluster-load ARCHIVE=$(DIST)/$(IMAGE_NAME)-$(VERSION).oci.tar NAME=$(CLUSTER_IMAGE_REPO) || exit 1; \
@@ -27,6 +29,7 @@ test-cluster: $(BIN)/k8s/kubectl $(BIN)/vault image cluster-deps $(NODE_BINS) $(
 	  OHMLAB_CLUSTER_NODE_IP=$(CLUSTER_NODE_IP) \
 	  OHMLAB_CLUSTER_IMAGE=$(CLUSTER_IMAGE) \
 	  OHMLAB_CLUSTER_IMAGE_LAYOUT=$(DIST)/oci \
+	  OHMLAB_CLUSTER_COSIGN=$(BIN)/cosign \
 	  "$$tmp/cluster.test" -test.count=1 -test.v -test.timeout=$(CLUSTER_TEST_TIMEOUT)
 
 .PHONY: verify-clustertest

@@ -40,6 +40,9 @@ type Settings struct {
 	// (OHMLAB_CLUSTER_IMAGE, repository:tag), ImageLayout the OCI layout
 	// `make image` built it into (OHMLAB_CLUSTER_IMAGE_LAYOUT, dist/oci).
 	Image, ImageLayout string
+	// Cosign is the cosign binary make chart signs with and the test
+	// verifies with (OHMLAB_CLUSTER_COSIGN, bin/cosign).
+	Cosign string
 }
 
 // SettingsFromEnv reads the Settings, naming every variable that is
@@ -51,6 +54,7 @@ func SettingsFromEnv() (Settings, error) {
 		NodeIP:      os.Getenv("OHMLAB_CLUSTER_NODE_IP"),
 		Image:       os.Getenv("OHMLAB_CLUSTER_IMAGE"),
 		ImageLayout: os.Getenv("OHMLAB_CLUSTER_IMAGE_LAYOUT"),
+		Cosign:      os.Getenv("OHMLAB_CLUSTER_COSIGN"),
 	}
 	var missing []string
 	for name, v := range map[string]bool{
@@ -59,6 +63,7 @@ func SettingsFromEnv() (Settings, error) {
 		"OHMLAB_CLUSTER_NODE_IP":      s.NodeIP != "",
 		"OHMLAB_CLUSTER_IMAGE":        s.Image != "",
 		"OHMLAB_CLUSTER_IMAGE_LAYOUT": s.ImageLayout != "",
+		"OHMLAB_CLUSTER_COSIGN":       s.Cosign != "",
 	} {
 		if !v {
 			missing = append(missing, name)

@@ -3,11 +3,14 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr/funcr"
+	"helm.sh/helm/v3/pkg/release"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,6 +57,7 @@ func TestChartOnANode(t *testing.T) {
 		name string
 		run  func(*testing.T)
 	}{
+		{"chart installed from its signed OCI artifact", env.chartFromOCI},
 		{"pods Running and Ready under restricted Pod Security", env.podsReady},
 		{"Go memory limit from the container's", env.memoryLimit},
 		{"webhook refuses a bad object through its Service", env.webhookRefuses},
@@ -80,6 +84,41 @@ type env struct {
 	logs    *LogBook
 	objs    []unstructured.Unstructured // the chart's rendered objects
 	secrets []Secret                    // values that must never be printed
+	// The chart as make chart published it: its version (the VERSION
+	// file), its reference by digest (oci://...), the registry and the
+	// cosign that signed it.
+	version, chartRef string
+	registry          *Registry
+	cosign            *Cosign
+	release           *release.Release // as helm install returned it
+}
+
+// publishChart runs make chart against an in-process registry with a
+// throwaway key and verifies the chart's signature with cosign, as a user
+// does before installing it; the install then pulls that digest.
+func (e *env) publishChart(t *testing.T) {
+	t.Helper()
+	ctx := t.Context()
+	raw, err := os.ReadFile(filepath.Join(harness.RepoRoot(), "VERSION"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.version = strings.TrimSpace(string(raw))
+	e.registry = StartRegistry()
+	t.Cleanup(e.registry.Stop)
+	if e.cosign, err = NewCosign(ctx, e.c.Cosign, t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	ref, out, err := MakeChart(ctx, t.TempDir(), e.registry.Host, e.cosign)
+	t.Logf("$ make chart REGISTRY=%s INSECURE=1 COSIGN_KEY=...\n%s", e.registry.Host, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.cosign.Verify(ctx, e.cosign.PublicKey(), ref); err != nil {
+		t.Fatalf("the chart's signature: %v", err)
+	}
+	t.Logf("cosign verify --key cosign.pub %s: the key's signature", ref)
+	e.chartRef = "oci://" + ref
 }
 
 // setUp brings up Vault and cert-manager, creates the namespaces (the
@@ -145,14 +184,16 @@ func setUp(t *testing.T, c *Cluster) *env {
 		}
 	})
 
-	if e.helm, err = NewHelm(c, func(format string, args ...any) { t.Logf("helm: "+format, args...) }); err != nil {
+	e.publishChart(t)
+	if e.helm, err = NewHelm(c, e.chartRef, e.version, t.TempDir(), func(format string, args ...any) { t.Logf("helm: "+format, args...) }); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("helm install %s in %s (image %s, Vault at %s)", ReleaseName, Namespace, c.Image, vault.Addr)
+	t.Logf("helm install %s %s --version %s in %s (image %s, Vault at %s)", ReleaseName, e.chartRef, e.version, Namespace, c.Image, vault.Addr)
 	rel, err := e.helm.Install(ctx, e.values)
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.release = rel
 	t.Logf("release %s revision %d: %s", rel.Name, rel.Version, rel.Info.Status)
 	if err := WaitFor(ctx, "cert-manager to issue the webhook's Secret and cainjector to inject its CA", time.Second, 2*time.Minute,
 		WebhookCertificateIssued(c, e.objs)); err != nil {

@@ -3,15 +3,18 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"io"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/cli"
+	"helm.sh/helm/v3/pkg/registry"
 	"helm.sh/helm/v3/pkg/release"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
-
-	"github.com/ohmlab/ohmlab-controller/charts/charttest"
 )
 
 // Names of the release, as a user following the README installs it.
@@ -26,21 +29,20 @@ const (
 	LeaseName = "ohmlab-controller-vault"
 )
 
-// Helm installs and upgrades the chart in charts/ohmlab-controller with
-// Helm's library, as `helm install` and `helm upgrade` do (release stored
-// in a Secret of the release namespace).
+// Helm installs and upgrades the chart pulled from an OCI registry with
+// Helm's library, as `helm install oci://...` and `helm upgrade` do
+// (release stored in a Secret of the release namespace).
 type Helm struct {
-	cfg   *action.Configuration
-	chart *chart.Chart
+	cfg *action.Configuration
+	// Chart is the chart pulled from the registry, the one installed.
+	Chart *chart.Chart
 }
 
-// NewHelm loads the chart and connects Helm to the cluster; log receives
-// Helm's debug lines.
-func NewHelm(c *Cluster, log func(format string, args ...any)) (*Helm, error) {
-	chrt, err := charttest.Load()
-	if err != nil {
-		return nil, fmt.Errorf("loading the chart: %w", err)
-	}
+// NewHelm connects Helm to the cluster and pulls the chart ref
+// (oci://HOST/PATH/NAME@DIGEST) of version over plain HTTP with Helm's
+// registry client into cache, as `helm install --plain-http --version
+// VERSION ref` locates it; log receives Helm's debug lines.
+func NewHelm(c *Cluster, ref, version, cache string, log func(format string, args ...any)) (*Helm, error) {
 	flags := genericclioptions.NewConfigFlags(false)
 	kubeconfig, ns := c.Kubeconfig, Namespace
 	flags.KubeConfig, flags.Namespace = &kubeconfig, &ns
@@ -48,7 +50,29 @@ func NewHelm(c *Cluster, log func(format string, args ...any)) (*Helm, error) {
 	if err := cfg.Init(flags, Namespace, "secret", log); err != nil {
 		return nil, fmt.Errorf("helm: %w", err)
 	}
-	return &Helm{cfg: cfg, chart: chrt}, nil
+	rc, err := registry.NewClient(registry.ClientOptPlainHTTP(), registry.ClientOptWriter(io.Discard),
+		registry.ClientOptCredentialsFile(filepath.Join(cache, "registry.json")))
+	if err != nil {
+		return nil, err
+	}
+	cfg.RegistryClient = rc
+	// Helm's settings, its files in cache, not the machine's.
+	settings := cli.New()
+	settings.RepositoryCache = filepath.Join(cache, "repository")
+	settings.RepositoryConfig = filepath.Join(cache, "repositories.yaml")
+	settings.RegistryConfig = filepath.Join(cache, "registry.json")
+	in := action.NewInstall(cfg)
+	in.SetRegistryClient(rc)
+	in.Version, in.PlainHTTP = version, true
+	path, err := in.LocateChart(ref, settings)
+	if err != nil {
+		return nil, fmt.Errorf("locating the chart %s: %w", ref, err)
+	}
+	chrt, err := loader.Load(path)
+	if err != nil {
+		return nil, fmt.Errorf("loading the chart %s (%s): %w", ref, path, err)
+	}
+	return &Helm{cfg: cfg, Chart: chrt}, nil
 }
 
 // Install runs `helm install` of the release with values, without
@@ -56,7 +80,7 @@ func NewHelm(c *Cluster, log func(format string, args ...any)) (*Helm, error) {
 func (h *Helm) Install(ctx context.Context, values map[string]any) (*release.Release, error) {
 	in := action.NewInstall(h.cfg)
 	in.ReleaseName, in.Namespace, in.Timeout = ReleaseName, Namespace, 2*time.Minute
-	rel, err := in.RunWithContext(ctx, h.chart, values)
+	rel, err := in.RunWithContext(ctx, h.Chart, values)
 	if err != nil {
 		return nil, fmt.Errorf("helm install %s: %w", ReleaseName, err)
 	}
@@ -68,7 +92,7 @@ func (h *Helm) Install(ctx context.Context, values map[string]any) (*release.Rel
 func (h *Helm) Upgrade(ctx context.Context, values map[string]any) (*release.Release, error) {
 	up := action.NewUpgrade(h.cfg)
 	up.Namespace, up.Timeout = Namespace, 2*time.Minute
-	rel, err := up.RunWithContext(ctx, ReleaseName, h.chart, values)
+	rel, err := up.RunWithContext(ctx, ReleaseName, h.Chart, values)
 	if err != nil {
 		return nil, fmt.Errorf("helm upgrade %s: %w", ReleaseName, err)
 	}

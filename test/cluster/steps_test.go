@@ -17,6 +17,32 @@ import (
 	"github.com/ohmlab/ohmlab-controller/charts/charttest"
 )
 
+// chartFromOCI: the release is the chart make chart pushed and signed,
+// pulled by digest: the chart's directory file for file, the VERSION
+// file's release, and its signature is the key's only (another key's
+// public key is refused).
+func (e *env) chartFromOCI(t *testing.T) {
+	ctx := t.Context()
+	if got := e.release.Chart.Metadata; got.Name != ReleaseName || got.Version != e.version {
+		t.Errorf("release %s installed chart %s %s, want %s %s", e.release.Name, got.Name, got.Version, ReleaseName, e.version)
+	}
+	dir, err := charttest.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := SameChart(e.helm.Chart, dir); err != nil {
+		t.Errorf("the chart pulled from %s is not charts/ohmlab-controller: %v", e.chartRef, err)
+	}
+	other, err := NewCosign(ctx, e.c.Cosign, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := strings.TrimPrefix(e.chartRef, "oci://")
+	if err := e.cosign.Verify(ctx, other.PublicKey(), ref); err == nil {
+		t.Errorf("cosign verify of %s accepted another key's public key", ref)
+	}
+}
+
 // podsReady: the Deployment's replicas run the imported image, Running
 // and Ready, in a namespace that enforces restricted Pod Security (a pod
 // that breaks it is refused there, so the chart's were admitted under it).
