@@ -13,8 +13,8 @@ import (
 
 // BenchmarkIntegrationNewPath measures what a Vault dev server on this
 // machine sustains for the controller's creation of a path (issue 25: the
-// default client limit, targets.vault.backend.qps): a read finding it
-// absent, the owner marker creating its metadata, the data written with
+// default client limit, targets.vault.backend.qps): a read of its
+// metadata finding none (ReadNew), the owner marker creating its metadata, the data written with
 // cas=0, three requests, from several clients at once and without a
 // client-side limit. It reports Vault's requests per second.
 //
@@ -42,7 +42,7 @@ func BenchmarkIntegrationNewPath(b *testing.B) {
 							continue // drain, so the feeder never blocks
 						}
 						path := fmt.Sprintf("ohmlab/platforms/capacity/p/%d", newPaths.Add(1))
-						if _, failed = c.Read(ctx, path); failed != nil {
+						if _, failed = c.ReadNew(ctx, path); failed != nil {
 							continue
 						}
 						if failed = c.MarkNew(ctx, path, map[string]string{"ohmlab.fr/owner": "bench/p"}); failed != nil {

@@ -272,6 +272,90 @@ func (c *Client) read(ctx context.Context, path string, version int) (*Secret, e
 	return s, nil
 }
 
+// ReadNew implements KV.ReadNew with GET <mount>/metadata/<rest>, then,
+// when the path has a version, Read. A 404 without error messages is a
+// path without metadata; a 404 with them (no such mount) is ClassNotFound.
+// A token whose policy does not grant read on the metadata (a policy older
+// than the chart's vault/policy.hcl) gets 403 there: the path is then read
+// as Read does, without NoMetadata, so that the marker is merged, never
+// replacing anyone's custom_metadata.
+func (c *Client) ReadNew(ctx context.Context, path string) (*Secret, error) {
+	mount, rest, err := SplitPath(path)
+	if err != nil {
+		return nil, c.refuse(OpRead, path, err)
+	}
+	var s *Secret
+	err = c.do(ctx, OpRead, path, func(ctx context.Context) error {
+		return c.request(ctx, OpRead, path, func(ctx context.Context) error {
+			resp, err := c.api.Logical().ReadRawWithContext(ctx, mount+"/metadata/"+rest)
+			if resp != nil {
+				defer resp.Body.Close()
+			}
+			if resp != nil && resp.StatusCode == http.StatusNotFound {
+				found, perr := parseMetadata(resp.Body, true)
+				if perr != nil || found == nil {
+					return errors.Join(err, perr)
+				}
+				s = found
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			s, err = parseMetadata(resp.Body, false)
+			return err
+		})
+	})
+	switch {
+	case errors.Is(err, ErrForbidden):
+		return c.read(ctx, path, 0)
+	case err != nil:
+		return nil, err
+	case s == nil: // metadata with a version: read it
+		return c.read(ctx, path, 0)
+	}
+	return s, nil
+}
+
+// metadataResponse is the part of GET <mount>/metadata/<rest> that ReadNew
+// uses.
+type metadataResponse struct {
+	Errors []string `json:"errors"`
+	Data   *struct {
+		CurrentVersion int               `json:"current_version"`
+		CustomMetadata map[string]string `json:"custom_metadata"`
+	} `json:"data"`
+}
+
+// parseMetadata decodes a metadata read's body: an absent Secret with
+// NoMetadata for Vault's 404 `{"errors":[]}`, an absent Secret with its
+// custom_metadata for metadata without a version, nil for metadata with a
+// version, or, for a 404 with error messages, nil and no error.
+func parseMetadata(body io.Reader, notFound bool) (*Secret, error) {
+	var r metadataResponse
+	if err := json.NewDecoder(body).Decode(&r); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("the answer is empty, not Vault's: check the address")
+		}
+		return nil, fmt.Errorf("decoding Vault's answer: %w", err)
+	}
+	switch {
+	case notFound && len(r.Errors) == 0:
+		return &Secret{NoMetadata: true}, nil
+	case notFound:
+		return nil, nil
+	case r.Data == nil:
+		return nil, errors.New("Vault's answer has no metadata")
+	case r.Data.CurrentVersion > 0:
+		return nil, nil
+	}
+	s := &Secret{}
+	if len(r.Data.CustomMetadata) > 0 {
+		s.CustomMetadata = r.Data.CustomMetadata
+	}
+	return s, nil
+}
+
 // readResponse is the part of GET <mount>/data/<rest> that Read uses.
 type readResponse struct {
 	Errors []string `json:"errors"`
@@ -392,7 +476,8 @@ func (c *Client) Mark(ctx context.Context, path string, metadata map[string]stri
 }
 
 // MarkNew implements KV.MarkNew with POST <mount>/metadata/<rest> carrying
-// custom_metadata only (Mark's creation, without its merge first).
+// custom_metadata only (Mark's creation, without its merge first): for a
+// path ReadNew found without metadata.
 func (c *Client) MarkNew(ctx context.Context, path string, metadata map[string]string) error {
 	mount, rest, err := SplitPath(path)
 	if err == nil {

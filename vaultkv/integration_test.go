@@ -307,8 +307,9 @@ func TestIntegrationMarkKeepsOthersAndCreatesNoVersion(t *testing.T) {
 		t.Fatalf("fresh path: current_version %d, custom_metadata %v", current, md)
 	}
 
-	// MarkNew, for a path read absent: on a path with metadata and no
-	// version, custom_metadata is replaced and max_versions kept.
+	// MarkNew is for a path ReadNew found without metadata: on one with
+	// metadata and no version, it would replace custom_metadata (keeping
+	// max_versions).
 	const other = "platforms/core/keycloak/other"
 	if err := kv.PutMetadata(ctx, other, vaultapi.KVMetadataPutInput{MaxVersions: 3, CustomMetadata: map[string]any{"team": "platform"}}); err != nil {
 		t.Fatal(err)
@@ -343,6 +344,64 @@ func TestIntegrationMarkKeepsOthersAndCreatesNoVersion(t *testing.T) {
 	}
 	if err := c.Delete(ctx, path); err != nil {
 		t.Fatalf("Delete of an absent path: %v", err)
+	}
+}
+
+// ReadNew tells the absent paths apart that Read cannot: no metadata at
+// all (MarkNew is safe), metadata someone put before any version (kept in
+// CustomMetadata, for Mark to merge into), and a path with a version (read
+// as Read does). A token refused the metadata reads as Read does.
+func TestIntegrationReadNew(t *testing.T) {
+	ctx := context.Background()
+	v := harness.VaultForTest(t)
+	r := record(t)
+	c := rootClient(t, r, v)
+	kv := v.Client.KVv2("ohmlab")
+	if err := kv.PutMetadata(ctx, "platforms/core/readnew/premarked", vaultapi.KVMetadataPutInput{MaxVersions: 3, CustomMetadata: map[string]any{"team": "x"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "platforms/core/readnew/written", map[string]any{"a": "1"}); err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		path string
+		want *vaultkv.Secret
+	}{
+		{"ohmlab/platforms/core/readnew/fresh", &vaultkv.Secret{NoMetadata: true}},
+		{"ohmlab/platforms/core/readnew/premarked", &vaultkv.Secret{CustomMetadata: map[string]string{"team": "x"}}},
+		{"ohmlab/platforms/core/readnew/written", &vaultkv.Secret{Exists: true, Version: 1, Data: map[string]any{"a": "1"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			got, err := c.ReadNew(ctx, tt.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("ReadNew (-want +got):\n%s", diff)
+			}
+			if s, err := c.Read(ctx, tt.path); err != nil || s.NoMetadata || (!s.Exists && s.CustomMetadata != nil) {
+				t.Errorf("Read = %+v, %v: it cannot see metadata without a version", s, err)
+			}
+		})
+	}
+	if _, err := c.ReadNew(ctx, "nosuchmount/platforms/core/readnew/fresh"); !errors.Is(err, vaultkv.ErrNotFound) {
+		t.Errorf("ReadNew on no mount: %v, want not found", err)
+	}
+
+	// A policy without read on metadata (older than the chart's): the
+	// metadata stay unknown, never reported absent.
+	if err := v.Client.Sys().PutPolicy("readnew-data-only", `path "ohmlab/data/*" { capabilities = ["read"] }`); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := v.Client.Auth().Token().Create(&vaultapi.TokenCreateRequest{Policies: []string{"readnew-data-only"}, TTL: "10m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limited := newClient(t, r, vaultkv.Config{Address: v.Addr, Auth: vaultkv.AuthConfig{Method: vaultkv.MethodToken, Token: tok.Auth.ClientToken}})
+	if s, err := limited.ReadNew(ctx, "ohmlab/platforms/core/readnew/fresh"); err != nil || s.NoMetadata || s.Exists {
+		t.Errorf("ReadNew without read on metadata = %+v, %v; want absent, metadata unknown", s, err)
 	}
 }
 

@@ -49,7 +49,12 @@ type Secret struct {
 	// them exactly.
 	Data map[string]any
 	// CustomMetadata is the path's custom_metadata, nil when there is none.
+	// Read cannot see it on an absent path; ReadNew can.
 	CustomMetadata map[string]string
+	// NoMetadata is true when ReadNew found that the path has no metadata
+	// at all, so MarkNew replaces nobody's custom_metadata. Read never sets
+	// it: its 404 is the same with or without metadata.
+	NoMetadata bool
 }
 
 // KV is the Vault KV v2 access the reconciler uses. *Client implements it
@@ -64,6 +69,13 @@ type KV interface {
 	// Deleted when that version is soft-deleted or destroyed. A prune reads
 	// the version the controller wrote to tell whether a key changed since.
 	ReadVersion(ctx context.Context, path string, version int) (*Secret, error)
+	// ReadNew is Read for a path expected to have no version yet (an
+	// object never written): it reads the path's metadata first, one
+	// request, and tells an absent path with no metadata (NoMetadata) from
+	// one with metadata and no version (someone's custom_metadata put
+	// there first, in CustomMetadata). When the path has a version, it
+	// reads it as Read does, a second request.
+	ReadNew(ctx context.Context, path string) (*Secret, error)
 	// Write replaces the path's whole data tree with check-and-set: cas is
 	// the version read (0: the path must have no version). It returns the
 	// new version, or an error of class ErrCASMismatch when the path's
@@ -77,14 +89,12 @@ type KV interface {
 	// limits (see ValidateMetadata); an empty value is refused (Vault
 	// refuses it too), so Mark cannot remove a key.
 	Mark(ctx context.Context, path string, metadata map[string]string) error
-	// MarkNew is Mark for a path read absent (no version): one request
-	// that creates the path's metadata with this custom_metadata, where
-	// Mark takes two (a merge that finds no metadata, then the creation).
-	// When the path has metadata without a version (someone's custom
-	// metadata put there first, which a read does not show), its
-	// custom_metadata is replaced, its other settings (max_versions,
-	// cas_required, delete_version_after) kept. It never creates a KV
-	// version; the limits are Mark's.
+	// MarkNew is Mark for a path that ReadNew found without metadata
+	// (Secret.NoMetadata): one request that creates the path's metadata
+	// with this custom_metadata, where Mark takes two (a merge that finds
+	// no metadata, then the creation). On a path that has metadata it
+	// replaces custom_metadata (its other settings are kept): call Mark
+	// there. It never creates a KV version; the limits are Mark's.
 	MarkNew(ctx context.Context, path string, metadata map[string]string) error
 	// Delete removes the path with all its versions and its metadata.
 	// Deleting an absent path is not an error.

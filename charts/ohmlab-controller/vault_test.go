@@ -48,7 +48,7 @@ func readPolicy(t *testing.T, name string) map[string][]string {
 }
 
 func TestVaultPolicy(t *testing.T) {
-	data, metadata := []string{"read", "update"}, []string{"create", "patch"}
+	data, metadata := []string{"read", "update"}, []string{"create", "patch", "read"}
 	want := map[string][]string{
 		"ohmlab/data/platforms/+/+/*":     data,
 		"ohmlab/metadata/platforms/+/+/*": metadata,

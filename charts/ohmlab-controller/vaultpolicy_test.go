@@ -29,6 +29,15 @@ var vaultCalls = []vaultCall{
 		_, err := kv.Read(ctx, path)
 		return err
 	}},
+	{"read a new path's metadata", func(ctx context.Context, kv vaultkv.KV, path string) error {
+		s, err := kv.ReadNew(ctx, path)
+		if err == nil && !s.NoMetadata {
+			// Refused, ReadNew reads the data instead: the path's metadata
+			// stays unknown and a new path costs one request more.
+			return fmt.Errorf("%w: the path's metadata are unknown", vaultkv.ErrForbidden)
+		}
+		return err
+	}},
 	{"mark a new path (owner marker)", func(ctx context.Context, kv vaultkv.KV, path string) error {
 		return kv.Mark(ctx, path, map[string]string{"ohmlab.fr/owner": "vault-operator-system/keycloak"})
 	}},
@@ -114,6 +123,7 @@ func TestVaultPolicyIsMinimal(t *testing.T) {
 		"data read":       "read an absent path",
 		"data update":     "write a new path (cas=0)",
 		"metadata create": "mark a new path (owner marker)",
+		"metadata read":   "read a new path's metadata",
 		"metadata patch":  "mark a new path (owner marker)",
 	}
 	got := map[string]string{}

@@ -203,7 +203,13 @@ func (r *Reconciler) sync(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed) (
 		// Its dependents reconciled meanwhile wait for its write.
 		defer r.sources.begin(seed.Spec.Path)()
 	}
-	reader := r.sources.readerFor(r.KV, seed.Spec.Path, client.ObjectKeyFromObject(seed).String(),
+	var kv KVReader = r.KV
+	if !r.ObserveOnly && seed.Status.Version == 0 && len(r.managed(seed)) == 0 {
+		// Never written: its path is most likely new, and only a read of
+		// its metadata tells whether its marker may create them.
+		kv = newPathReader{KV: r.KV, path: seed.Spec.Path}
+	}
+	reader := r.sources.readerFor(kv, seed.Spec.Path, client.ObjectKeyFromObject(seed).String(),
 		func() bool { return r.referenced(ctx, seed.Spec.Path) }, func() { r.notifyDependents(ctx, seed.Spec.Path) })
 	in := planInput{
 		kv:          reader,
@@ -229,7 +235,7 @@ func (r *Reconciler) sync(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed) (
 		if r.ObserveOnly {
 			return observeOnlyOutcome(p, pl.observed.Path.Version), nil
 		}
-		applied, version, err := r.apply(ctx, seed, p)
+		applied, version, err := r.apply(ctx, seed, p, pl.observed.Path)
 		if errors.Is(err, vaultkv.ErrCASMismatch) {
 			ctrl.LoggerFrom(ctx).Info("the path changed while reconciling; reading it again", "path", seed.Spec.Path)
 			continue
@@ -308,6 +314,20 @@ type KVReader interface {
 	ReadVersion(ctx context.Context, path string, version int) (*vaultkv.Secret, error)
 }
 
+// newPathReader reads path, the path of an object never written, with
+// ReadNew (its metadata first), and every other path as kv does.
+type newPathReader struct {
+	vaultkv.KV
+	path string
+}
+
+func (n newPathReader) Read(ctx context.Context, path string) (*vaultkv.Secret, error) {
+	if path == n.path {
+		return n.KV.ReadNew(ctx, path)
+	}
+	return n.KV.Read(ctx, path)
+}
+
 // deleteRefused is the stall of an object asking for deletionPolicy Delete
 // on a target that does not allow it (product document, "Deletion").
 func deleteRefused(seed *ohmlabv1alpha1.VaultSeed, allowDelete bool) (result, bool) {
@@ -345,7 +365,7 @@ func observeVault(ctx context.Context, kv KVReader, path string, refPaths []stri
 // written. It returns whether the plan's writes are to be
 // reported (all done, or the data write landed before a later step
 // failed), and the path's KV version.
-func (r *Reconciler) apply(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, p Plan) (bool, int, error) {
+func (r *Reconciler) apply(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, p Plan, read *vaultkv.Secret) (bool, int, error) {
 	path := seed.Spec.Path
 	mark := p.Mark
 	if p.Data != nil {
@@ -353,9 +373,10 @@ func (r *Reconciler) apply(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, 
 	}
 	if mark != nil {
 		markFn := r.KV.Mark
-		if p.creates() {
-			// The path was read absent: its marker creates its metadata
-			// in one request (a new path: one read, two writes).
+		if p.creates() && read.NoMetadata {
+			// The path has no metadata at all: its marker creates them in
+			// one request (a new path: one read, two writes). Anywhere
+			// else the marker is merged, keeping what others put there.
 			markFn = r.KV.MarkNew
 		}
 		if err := markFn(ctx, path, mark); err != nil {

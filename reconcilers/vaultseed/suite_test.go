@@ -359,6 +359,12 @@ func (s *spyKV) Read(ctx context.Context, path string) (*vaultkv.Secret, error) 
 	return s.KV.Read(ctx, path)
 }
 
+// ReadNew counts as a read: for a new path it is one request, as Read.
+func (s *spyKV) ReadNew(ctx context.Context, path string) (*vaultkv.Secret, error) {
+	s.count("read", path)
+	return s.KV.ReadNew(ctx, path)
+}
+
 func (s *spyKV) ReadVersion(ctx context.Context, path string, version int) (*vaultkv.Secret, error) {
 	s.count("read-version", path)
 	return s.KV.ReadVersion(ctx, path, version)

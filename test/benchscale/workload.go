@@ -111,7 +111,8 @@ func hashes(n, workers int) (time.Duration, error) {
 type pathRequests map[string]int
 
 // requestKind names a request: "data read", "version read", "metadata
-// PATCH", "metadata POST", "data write", or the method and kind.
+// read", "metadata PATCH", "metadata POST", "data write", or the method and
+// kind.
 func requestKind(r harness.KVRequest) string {
 	switch {
 	case r.Kind == harness.KVData && r.Method == http.MethodGet && r.Version > 0:
@@ -120,6 +121,8 @@ func requestKind(r harness.KVRequest) string {
 		return "data read"
 	case r.Kind == harness.KVData && r.Write():
 		return "data write"
+	case r.Kind == harness.KVMetadata && r.Method == http.MethodGet:
+		return "metadata read"
 	case r.Kind == harness.KVMetadata && r.Method == http.MethodPatch:
 		return "metadata PATCH"
 	case r.Kind == harness.KVMetadata && r.Write():
@@ -144,7 +147,7 @@ func countRequests(seen []harness.KVRequest, from int) (pathRequests, int) {
 
 // perPath formats the counts divided by paths, the usual kinds first.
 func (c pathRequests) perPath(paths int) string {
-	order := []string{"data read", "version read", "metadata PATCH", "metadata POST", "data write"}
+	order := []string{"data read", "version read", "metadata read", "metadata PATCH", "metadata POST", "data write"}
 	var rest []string
 	for k := range c {
 		if !slices.Contains(order, k) {

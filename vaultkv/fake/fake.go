@@ -100,6 +100,35 @@ func (f *KV) ReadVersion(_ context.Context, path string, version int) (*vaultkv.
 	return f.read(path, version)
 }
 
+// ReadNew implements vaultkv.KV: one read counted for the metadata, a
+// second one when the path has a version.
+func (f *KV) ReadNew(_ context.Context, path string) (*vaultkv.Secret, error) {
+	f.mu.Lock()
+	if err := f.begin(vaultkv.OpRead); err != nil {
+		f.mu.Unlock()
+		return nil, err
+	}
+	if _, _, err := vaultkv.SplitPath(path); err != nil {
+		f.mu.Unlock()
+		return nil, invalid(vaultkv.OpRead, path, err)
+	}
+	var s *vaultkv.Secret
+	switch e := f.paths[path]; {
+	case e == nil:
+		s = &vaultkv.Secret{NoMetadata: true}
+	case len(e.versions) == 0:
+		s = &vaultkv.Secret{}
+		if len(e.custom) > 0 {
+			s.CustomMetadata = maps.Clone(e.custom)
+		}
+	}
+	f.mu.Unlock()
+	if s != nil {
+		return s, nil
+	}
+	return f.read(path, 0)
+}
+
 // read reads the latest version (0) or the given one.
 func (f *KV) read(path string, version int) (*vaultkv.Secret, error) {
 	f.mu.Lock()

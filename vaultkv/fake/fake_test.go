@@ -105,6 +105,41 @@ func TestSoftDeleteAndMark(t *testing.T) {
 	}
 }
 
+func TestReadNew(t *testing.T) {
+	ctx := context.Background()
+	f := New()
+	if err := f.Mark(ctx, "ohmlab/premarked", map[string]string{"team": "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(ctx, "ohmlab/written", map[string]any{"a": "1"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, path string
+		want       *vaultkv.Secret
+		reads      int
+	}{
+		{"no metadata", "ohmlab/fresh", &vaultkv.Secret{NoMetadata: true}, 1},
+		{"metadata without a version", "ohmlab/premarked", &vaultkv.Secret{CustomMetadata: map[string]string{"team": "x"}}, 1},
+		{"a version: read as Read", "ohmlab/written", &vaultkv.Secret{Exists: true, Version: 1, Data: map[string]any{"a": "1"}}, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := f.Calls(vaultkv.OpRead)
+			got, err := f.ReadNew(ctx, tt.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("ReadNew (-want +got):\n%s", diff)
+			}
+			if n := f.Calls(vaultkv.OpRead) - before; n != tt.reads {
+				t.Errorf("%d reads, want %d", n, tt.reads)
+			}
+		})
+	}
+}
+
 func TestRefusals(t *testing.T) {
 	ctx := context.Background()
 	f := New()

@@ -12,7 +12,12 @@
 #             update: POST <mount>/data/<path> with cas. The owner marker is written first, so
 #                     the path always exists (has metadata) when its data is written: never
 #                     create.
-#   metadata  patch:  PATCH <mount>/metadata/<path>: merge the owner marker and the rotation
+#   metadata  read:   GET <mount>/metadata/<path>: the first read of an object never written, which
+#                     tells a path without metadata (its marker creates them in one request) from
+#                     one with someone's custom_metadata and no version (the marker is merged).
+#                     Without it, that read is refused and the path is read and marked as any
+#                     other, one request more per new path.
+#             patch:  PATCH <mount>/metadata/<path>: merge the owner marker and the rotation
 #                     token into custom_metadata
 #             create: POST <mount>/metadata/<path>: the same on a path that has no metadata yet
 # Deleting a path (deletionPolicy: Delete) needs policy-allow-delete.hcl as well.
@@ -22,7 +27,7 @@ path "ohmlab/data/platforms/+/+/*" {
 }
 
 path "ohmlab/metadata/platforms/+/+/*" {
-  capabilities = ["create", "patch"]
+  capabilities = ["read", "create", "patch"]
 }
 
 path "secret/data/platforms/+/+/*" {
@@ -30,5 +35,5 @@ path "secret/data/platforms/+/+/*" {
 }
 
 path "secret/metadata/platforms/+/+/*" {
-  capabilities = ["create", "patch"]
+  capabilities = ["read", "create", "patch"]
 }
