@@ -244,15 +244,24 @@ func (c *Client) read(ctx context.Context, path string, version int) (*Secret, e
 	if version > 0 {
 		query = map[string][]string{"version": {strconv.Itoa(version)}}
 	}
+	return c.get(ctx, path, func(ctx context.Context) (*vaultapi.Response, error) {
+		return c.api.Logical().ReadRawWithDataWithContext(ctx, mount+"/data/"+rest, query)
+	}, parseRead)
+}
+
+// get sends one read request and decodes its body with parse, which is
+// told whether Vault answered 404 (a body parse finds nothing in is the
+// request's error).
+func (c *Client) get(ctx context.Context, path string, send func(context.Context) (*vaultapi.Response, error), parse func(io.Reader, bool) (*Secret, error)) (*Secret, error) {
 	var s *Secret
-	err = c.do(ctx, OpRead, path, func(ctx context.Context) error {
+	err := c.do(ctx, OpRead, path, func(ctx context.Context) error {
 		return c.request(ctx, OpRead, path, func(ctx context.Context) error {
-			resp, err := c.api.Logical().ReadRawWithDataWithContext(ctx, mount+"/data/"+rest, query)
+			resp, err := send(ctx)
 			if resp != nil {
 				defer resp.Body.Close()
 			}
 			if resp != nil && resp.StatusCode == http.StatusNotFound {
-				found, perr := parseRead(resp.Body, true)
+				found, perr := parse(resp.Body, true)
 				if perr != nil || found == nil {
 					return errors.Join(err, perr)
 				}
@@ -262,7 +271,7 @@ func (c *Client) read(ctx context.Context, path string, version int) (*Secret, e
 			if err != nil {
 				return err
 			}
-			s, err = parseRead(resp.Body, false)
+			s, err = parse(resp.Body, false)
 			return err
 		})
 	})
@@ -284,28 +293,9 @@ func (c *Client) ReadNew(ctx context.Context, path string) (*Secret, error) {
 	if err != nil {
 		return nil, c.refuse(OpRead, path, err)
 	}
-	var s *Secret
-	err = c.do(ctx, OpRead, path, func(ctx context.Context) error {
-		return c.request(ctx, OpRead, path, func(ctx context.Context) error {
-			resp, err := c.api.Logical().ReadRawWithContext(ctx, mount+"/metadata/"+rest)
-			if resp != nil {
-				defer resp.Body.Close()
-			}
-			if resp != nil && resp.StatusCode == http.StatusNotFound {
-				found, perr := parseMetadata(resp.Body, true)
-				if perr != nil || found == nil {
-					return errors.Join(err, perr)
-				}
-				s = found
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			s, err = parseMetadata(resp.Body, false)
-			return err
-		})
-	})
+	s, err := c.get(ctx, path, func(ctx context.Context) (*vaultapi.Response, error) {
+		return c.api.Logical().ReadRawWithContext(ctx, mount+"/metadata/"+rest)
+	}, parseMetadata)
 	switch {
 	case errors.Is(err, ErrForbidden):
 		return c.read(ctx, path, 0)

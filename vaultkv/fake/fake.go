@@ -195,35 +195,17 @@ func (f *KV) Write(_ context.Context, path string, data map[string]any, cas int)
 
 // Mark implements vaultkv.KV.
 func (f *KV) Mark(_ context.Context, path string, metadata map[string]string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.begin(vaultkv.OpMark); err != nil {
-		return err
-	}
-	if _, _, err := vaultkv.SplitPath(path); err != nil {
-		return invalid(vaultkv.OpMark, path, err)
-	}
-	if err := vaultkv.ValidateMetadata(metadata); err != nil {
-		return invalid(vaultkv.OpMark, path, err)
-	}
-	if len(metadata) == 0 {
-		return nil
-	}
-	e := f.paths[path]
-	if e == nil {
-		e = &entry{}
-		f.paths[path] = e
-	}
-	if e.custom == nil {
-		e.custom = map[string]string{}
-	}
-	maps.Copy(e.custom, metadata)
-	return nil
+	return f.mark(path, metadata, false)
 }
 
 // MarkNew implements vaultkv.KV: the path's custom_metadata becomes
 // metadata.
 func (f *KV) MarkNew(_ context.Context, path string, metadata map[string]string) error {
+	return f.mark(path, metadata, true)
+}
+
+// mark merges metadata into the path's custom_metadata, or replaces it.
+func (f *KV) mark(path string, metadata map[string]string, replace bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(vaultkv.OpMark); err != nil {
@@ -243,7 +225,10 @@ func (f *KV) MarkNew(_ context.Context, path string, metadata map[string]string)
 		e = &entry{}
 		f.paths[path] = e
 	}
-	e.custom = maps.Clone(metadata)
+	if replace || e.custom == nil {
+		e.custom = map[string]string{}
+	}
+	maps.Copy(e.custom, metadata)
 	return nil
 }
 
