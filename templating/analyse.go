@@ -61,8 +61,9 @@ type Problem struct {
 	// about one key. For a bad key name it is the key's path as written, and
 	// for an empty key name the path of its map.
 	Key string
-	// Message is plain English. It names keys, paths and well-formed
-	// templates, never a value: a plain leaf may be a secret somebody typed.
+	// Message is plain English. It names keys, paths and templates (a
+	// malformed one of a known kind as typed), never a value: a plain leaf
+	// may be a secret somebody typed.
 	Message string
 }
 
@@ -107,7 +108,8 @@ type Analysis struct {
 //   - a key name that is empty, contains a dot, is longer than MaxKeyName
 //     characters, or contains a control or invisible (format) character;
 //   - a leaf that is a list, null or another non-leaf type;
-//   - a malformed template ([ParseLeaf]);
+//   - a malformed template ([ParseLeaf]), shown as typed when its kind is
+//     a template's (malformedMessage);
 //   - <bcrypt:k> whose k is not declared, is a map, is itself derived
 //     (bcrypt or a public key), or is statically longer than 72 bytes
 //     (<random:N> or <hex:N> with N > 72, a private key, a plain string
@@ -217,7 +219,7 @@ func (an *analyser) walk(prefix string, m map[string]any, valid bool) {
 		case string:
 			l, err := ParseLeaf(v)
 			if err != nil {
-				an.problem(ReasonInvalidSpec, path, err.Error())
+				an.problem(ReasonInvalidSpec, path, malformedMessage(v, err))
 			}
 			if l.Kind == KindPlain {
 				an.looksLikeTemplate(path, v)
@@ -246,9 +248,14 @@ func (an *analyser) looksLikeTemplate(key, v string) {
 	t, ok := LooksLikeTemplate(v)
 	switch {
 	case !ok:
-		if t, ok := EmbeddedTemplate(v); ok && strings.HasSuffix(t, "…") {
+		if closed, err := ParseLeaf(v + ">"); err == nil && closed.Kind != KindPlain {
+			// The whole value is a template but for its '>': that
+			// template is named, not v's other text (there is none).
+			an.a.Warnings = append(an.a.Warnings, Problem{Key: key, Message: "is plain text, the template " + closed.Template +
+				" without its closing '>': it is stored in Vault literally, as typed, not generated; write " + closed.Template + " to generate the value"})
+		} else if t, ok := EmbeddedTemplate(v); ok && strings.HasSuffix(t, "…") {
 			an.a.Warnings = append(an.a.Warnings, Problem{Key: key, Message: "is plain text holding the start of a template, " + t +
-				", never closed: the controller writes the text as it is; close the template with '>'"})
+				", never closed: it is stored in Vault literally, as typed, not generated; to generate a value, make the template the key's whole value and close it with '>'"})
 		} else if ok {
 			an.a.Warnings = append(an.a.Warnings, Problem{Key: key, Message: "is plain text holding " + t +
 				": a template is a key's whole value, so the controller writes the text as it is; give the template a key of its own"})

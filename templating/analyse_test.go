@@ -104,7 +104,7 @@ func TestAnalyseFull(t *testing.T) {
 				Keys:   []string{"ok"},
 				Problems: []Problem{
 					spec("a.b", `key name "a.b" contains a dot: nest maps instead`),
-					spec("bad", errRandom),
+					spec("bad", errRandom+`, found "<random:0>"`),
 					spec("list", "lists are not supported: leaves are strings, numbers or booleans, nodes are maps"),
 				},
 				RotationKeys: []string{"ok"},
@@ -137,7 +137,7 @@ func TestAnalyseProblems(t *testing.T) {
 		{name: "path with #", path: "m/p#k", want: []Problem{spec("", errPath)}},
 		{name: "path with a dot segment", path: "m/./p", want: []Problem{spec("", errPath)}},
 		{name: "path with a space", path: "m/p ", want: []Problem{spec("", errPath)}},
-		{name: "a ref's bad path is the ref's problem", data: m{"a": "<ref:m/../p#k>"}, want: []Problem{spec("a", errRefPath)}},
+		{name: "a ref's bad path is the ref's problem", data: m{"a": "<ref:m/../p#k>"}, want: []Problem{spec("a", errRefPath+`, found "<ref:m/../p#k>"`)}},
 
 		// Key names.
 		{name: "empty key at top", data: m{"": "x"}, want: []Problem{spec("", "a key name at the top level of data is empty")}},
@@ -155,12 +155,12 @@ func TestAnalyseProblems(t *testing.T) {
 			want: []Problem{spec(`a\u202eb`, `key name "a\u202eb" contains the control or invisible character U+202E: a key that looks like another is refused`)}},
 		{name: "a letter outside ASCII is a letter", data: m{"café": "x"}},
 		{name: "two problems on one key, by message", data: m{"a.b": "<hex:3>"}, want: []Problem{
-			spec("a.b", errHex),
+			spec("a.b", errHex+`, found "<hex:3>"`),
 			spec("a.b", `key name "a.b" contains a dot: nest maps instead`),
 		}},
 		{name: "problems under a dotted key still reported", data: m{"a.b": m{"c": "<hex:3>", "d": nil}}, want: []Problem{
 			spec("a.b", `key name "a.b" contains a dot: nest maps instead`),
-			spec("a.b.c", errHex),
+			spec("a.b.c", errHex+`, found "<hex:3>"`),
 			spec("a.b.d", `null is not a value: leaves are strings, numbers or booleans ("" for a value filled by hand)`),
 		}},
 
@@ -173,12 +173,25 @@ func TestAnalyseProblems(t *testing.T) {
 		{name: "empty map is fine", data: m{"a": m{}}},
 
 		// Malformed templates (every error of ParseLeaf is one row of TestParseLeaf).
-		{name: "malformed random", data: m{"a": "<random:x>"}, want: []Problem{spec("a", errRandom)}},
-		{name: "malformed hex", data: m{"a": m{"b": "<hex:7>"}}, want: []Problem{spec("a.b", errHex)}},
-		{name: "malformed uuid", data: m{"a": "<uuid:4>"}, want: []Problem{spec("a", errUUID)}},
-		{name: "malformed bcrypt", data: m{"a": "<bcrypt:>"}, want: []Problem{spec("a", errBcrypt)}},
-		{name: "malformed ref", data: m{"a": "<ref:m/p#>"}, want: []Problem{spec("a", errRef)}},
-		{name: "unknown kind", data: m{"a": "<foo:1>"}, want: []Problem{spec("a", errUnknown)}},
+		{name: "malformed random", data: m{"a": "<random:x>"}, want: []Problem{spec("a", errRandom+`, found "<random:x>"`)}},
+		{name: "malformed hex", data: m{"a": m{"b": "<hex:7>"}}, want: []Problem{spec("a.b", errHex+`, found "<hex:7>"`)}},
+		{name: "malformed uuid", data: m{"a": "<uuid:4>"}, want: []Problem{spec("a", errUUID+`, found "<uuid:4>"`)}},
+		{name: "malformed bcrypt", data: m{"a": "<bcrypt:>"}, want: []Problem{spec("a", errBcrypt+`, found "<bcrypt:>"`)}},
+		{name: "malformed ref", data: m{"a": "<ref:m/p#>"}, want: []Problem{spec("a", errRef+`, found "<ref:m/p#>"`)}},
+		{name: "unknown kind: not echoed, it may be a password", data: m{"a": "<foo:1>"}, want: []Problem{spec("a", errUnknown)}},
+
+		// The template is named as typed, with what is expected (a
+		// template is not a secret; a value of another shape is never
+		// echoed).
+		{name: "random 0, as typed", data: m{"a": "<random:0>"}, want: []Problem{spec("a", errRandom+`, found "<random:0>"`)}},
+		{name: "a ref without a mount, as typed", data: m{"a": m{"b": "<ref:noslash>"}}, want: []Problem{spec("a.b", errRef+`, found "<ref:noslash>"`)}},
+		{name: "age private, as typed", data: m{"a": "<age:private>"}, want: []Problem{spec("a", errAge+`, found "<age:private>"`)}},
+		{name: "upper case: the lowercase template", data: m{"a": "<RANDOM:12>"}, want: []Problem{spec("a", `template kinds are lowercase: write "<random:12>", found "<RANDOM:12>"`)}},
+		{name: "upper case and a bad argument", data: m{"a": "<Hex:3>"}, want: []Problem{spec("a", "template kinds are lowercase, and "+errHex+`, found "<Hex:3>"`)}},
+		{name: "a control character is shown escaped", data: m{"a": "<random:8\x1b>"}, want: []Problem{spec("a", errRandom+`, found "<random:8\x1b>"`)}},
+		{name: "a long template is shown cut", data: m{"a": "<bcrypt:a." + strings.Repeat("b", 200) + "..c>"}, want: []Problem{
+			spec("a", errBcrypt+`, found "<bcrypt:a.`+strings.Repeat("b", 118)+`"...`)}},
+		{name: "a password of a template's shape is not echoed", data: m{"a": "<Hunter2>"}, want: []Problem{spec("a", errUnknown)}},
 
 		// bcrypt targets.
 		{name: "bcrypt of a missing key", data: m{"h": "<bcrypt:pw>"}, want: []Problem{spec("h", `<bcrypt:pw> hashes pw, which data does not declare (a key filled by hand is declared as "")`)}},
@@ -189,9 +202,9 @@ func TestAnalyseProblems(t *testing.T) {
 		{name: "bcrypt of hex:74", data: m{"pw": "<hex:74>", "h": "<bcrypt:pw>"}, want: []Problem{spec("h", "<bcrypt:pw> hashes pw, which is longer than 72 bytes, the most bcrypt accepts")}},
 		{name: "bcrypt of a long plain value", data: m{"pw": long, "h": "<bcrypt:pw>"}, want: []Problem{spec("h", "<bcrypt:pw> hashes pw, which is longer than 72 bytes, the most bcrypt accepts")}},
 		{name: "bcrypt of a copy of random:100", data: m{"pw": "<random:100>", "c": "<ref:m/own#pw>", "h": "<bcrypt:c>"}, want: []Problem{spec("h", "<bcrypt:c> hashes c, which is longer than 72 bytes, the most bcrypt accepts")}},
-		{name: "bcrypt of a copy of a malformed key: one problem", data: m{"b": "<random:0>", "c": "<ref:m/own#b>", "h": "<bcrypt:c>"}, want: []Problem{spec("b", errRandom)}},
+		{name: "bcrypt of a copy of a malformed key: one problem", data: m{"b": "<random:0>", "c": "<ref:m/own#b>", "h": "<bcrypt:c>"}, want: []Problem{spec("b", errRandom+`, found "<random:0>"`)}},
 		{name: "bcrypt of a key copying itself: the cycle only", data: m{"c": "<ref:m/own#c>", "h": "<bcrypt:c>"}, want: []Problem{spec("c", "cycle of keys within this path: c -> c")}},
-		{name: "bcrypt of a malformed key: one problem", data: m{"pw": "<random:0>", "h": "<bcrypt:pw>"}, want: []Problem{spec("pw", errRandom)}},
+		{name: "bcrypt of a malformed key: one problem", data: m{"pw": "<random:0>", "h": "<bcrypt:pw>"}, want: []Problem{spec("pw", errRandom+`, found "<random:0>"`)}},
 		{name: "bcrypt of random:72, hex:72, uuid, refs, numbers: fine", data: m{
 			"r": "<random:72>", "x": "<hex:72>", "u": "<uuid>", "ref": "<ref:m/o#k>", "n": 1.0, "p": strings.Repeat("x", 72),
 			"h1": "<bcrypt:r>", "h2": "<bcrypt:x>", "h3": "<bcrypt:u>", "h4": "<bcrypt:ref>", "h5": "<bcrypt:n>", "h6": "<bcrypt:p>"}},
@@ -211,7 +224,7 @@ func TestAnalyseProblems(t *testing.T) {
 			spec("c", "cycle of keys within this path: c -> h -> c"),
 			spec("h", "cycle of keys within this path: c -> h -> c"),
 		}},
-		{name: "self ref to a malformed key: one problem", data: m{"a": "<ref:m/own#b>", "b": "<uuid:1>"}, want: []Problem{spec("b", errUUID)}},
+		{name: "self ref to a malformed key: one problem", data: m{"a": "<ref:m/own#b>", "b": "<uuid:1>"}, want: []Problem{spec("b", errUUID+`, found "<uuid:1>"`)}},
 		{name: "self ref chain, to a ref and a derived key: fine", data: m{
 			"a": "<ref:m/own#b>", "b": "<ref:m/own#c>", "c": "<random:8>", "d": "<ref:m/own#x>", "x": "<ref:m/other#k>",
 			"h": "<bcrypt:c>", "e": "<ref:m/own#h>", "s": "<age:secret>", "p": "<age:public>", "q": "<ref:m/own#p>", "ph": "<ref:m/own#webhook>", "webhook": ""}},
@@ -226,7 +239,7 @@ func TestAnalyseProblems(t *testing.T) {
 		{name: "rotation of a placeholder", data: m{"a": ""}, rotate: &Rotate{Token: "t", Keys: []string{"a"}}, want: []Problem{rot("a", "rotate.keys names a, which is a plain value, not generated: only <random:N>, <hex:N>, <uuid>, <age:secret>, <ssh:private> rotate")}},
 		{name: "rotation of a ref", data: m{"a": "<ref:m/o#k>"}, rotate: &Rotate{Token: "t", Keys: []string{"a"}}, want: []Problem{rot("a", "rotate.keys names a, which is <ref:m/o#k>, not generated: only <random:N>, <hex:N>, <uuid>, <age:secret>, <ssh:private> rotate")}},
 		{name: "rotation of a bcrypt", data: m{"p": "x", "a": "<bcrypt:p>"}, rotate: &Rotate{Token: "t", Keys: []string{"a"}}, want: []Problem{rot("a", "rotate.keys names a, which is <bcrypt:p>, not generated: only <random:N>, <hex:N>, <uuid>, <age:secret>, <ssh:private> rotate")}},
-		{name: "rotation of a malformed key: one problem", data: m{"a": "<random:0>"}, rotate: &Rotate{Token: "t", Keys: []string{"a"}}, want: []Problem{spec("a", errRandom)}},
+		{name: "rotation of a malformed key: one problem", data: m{"a": "<random:0>"}, rotate: &Rotate{Token: "t", Keys: []string{"a"}}, want: []Problem{spec("a", errRandom+`, found "<random:0>"`)}},
 
 		// Everything at once, sorted by key.
 		{name: "all at once", path: "bad", data: m{"z": nil, "a.b": "x", "h": "<bcrypt:nope>", "p": "<age:public>"}, rotate: &Rotate{Keys: []string{"q"}}, want: []Problem{
@@ -274,8 +287,12 @@ func TestAnalyseWarnings(t *testing.T) {
 			warn("b", "is plain text holding <random:8>: a template is a key's whole value, so the controller writes the text as it is; give the template a key of its own")}},
 		{name: "two templates in one value", data: m{"b": "<uuid><uuid>"}, want: []Problem{
 			warn("b", "is plain text holding <uuid>: a template is a key's whole value, so the controller writes the text as it is; give the template a key of its own")}},
-		{name: "a template never closed", data: m{"b": "<random:8"}, want: []Problem{
-			warn("b", "is plain text holding the start of a template, <random…, never closed: the controller writes the text as it is; close the template with '>'")}},
+		{name: "a template never closed: the template to write", data: m{"b": "<random:8", "c": m{"d": "<ref:m/p#k"}}, want: []Problem{
+			warn("b", "is plain text, the template <random:8> without its closing '>': it is stored in Vault literally, as typed, not generated; write <random:8> to generate the value"),
+			warn("c.d", "is plain text, the template <ref:m/p#k> without its closing '>': it is stored in Vault literally, as typed, not generated; write <ref:m/p#k> to generate the value")}},
+		{name: "the start of a template in other text: never the text", data: m{"b": "pre-<random:8", "c": "<random:x"}, want: []Problem{
+			warn("b", "is plain text holding the start of a template, <random…, never closed: it is stored in Vault literally, as typed, not generated; to generate a value, make the template the key's whole value and close it with '>'"),
+			warn("c", "is plain text holding the start of a template, <random…, never closed: it is stored in Vault literally, as typed, not generated; to generate a value, make the template the key's whole value and close it with '>'")}},
 		{name: "space before", data: m{"a": " <random:8>"}, want: []Problem{warn("a", spaced)}},
 		{name: "space after", data: m{"a": "<random:8> "}, want: []Problem{warn("a", spaced)}},
 		{name: "newline after", data: m{"a": "<random:8>\n"}, want: []Problem{warn("a", spaced)}},

@@ -21,7 +21,7 @@ func FuzzParseLeaf(f *testing.F) {
 		"<ref:onlymount#k>", "<foo:1>", "<Random:8>", "a<random:8>", "<random:8><hex:2>", "<ref:m/p#k#x>",
 		"<random:99999999999999999999>", "<\x00:1>", "<ünïcode:1>",
 		"<ref:m/../p#k>", "<ref:m/p q#k>", "<ref:m/p%2F#k>", " <random:8>", "<uuid>\n", "< random:8 >",
-		"pre-<random:8>", "<random:8", "<uuid<hex:2>",
+		"pre-<random:8>", "<random:8", "<uuid<hex:2>", "<RANDOM:12>", "<Hex:3>", "<ref:noslash>", "<AGE:x>",
 	} {
 		f.Add(s)
 	}
@@ -35,6 +35,13 @@ func FuzzParseLeaf(f *testing.F) {
 			}
 			if l != (Leaf{}) {
 				t.Fatalf("leaf %+v with an error", l)
+			}
+			// Analyse's message shows s only when its kind is a
+			// template's, in any case; never the text of an unknown kind.
+			msg := malformedMessage(s, err)
+			name, _, _, _ := templateShape(s)
+			if known := knownKind(strings.ToLower(name)); !known && msg != err.Error() || known && !strings.Contains(msg, ", found \"") {
+				t.Fatalf("message %q of %q", msg, s)
 			}
 			return
 		}

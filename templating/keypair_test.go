@@ -244,7 +244,7 @@ func TestKeyPairAnalyse(t *testing.T) {
 				want: []Problem{rot("p", "rotate.keys names an "+pub+": list its "+priv+" instead, the pair rotates together")}},
 			{name: "rotation through the private", data: m{"s": priv, "p": pub}, rotate: &Rotate{Token: "t", Keys: []string{"s"}}, wantRotat: []string{"s"}},
 			{name: "rotation of everything", data: m{"s": priv, "p": pub}, rotate: &Rotate{Token: "t"}, wantRotat: []string{"s"}},
-			{name: "malformed", data: m{"a": "<" + fx.p.name + ":key>"}, want: []Problem{spec("a", "an "+fx.p.name+" template must be "+priv+" or "+pub)}},
+			{name: "malformed", data: m{"a": "<" + fx.p.name + ":key>"}, want: []Problem{spec("a", "an "+fx.p.name+" template must be "+priv+" or "+pub+`, found "<`+fx.p.name+`:key>"`)}},
 		}
 		for _, tt := range tests {
 			t.Run(fx.p.name+"/"+tt.name, func(t *testing.T) {

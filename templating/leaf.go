@@ -2,6 +2,7 @@ package templating
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 )
 
@@ -170,8 +171,9 @@ func pathByte(c byte) bool {
 // as plain would silently store the template text as a password, so a plain
 // value cannot have that shape.
 //
-// Errors are plain English and never repeat s or its arguments (a mistyped
-// template may be a secret): they name the template kind and its rule.
+// Errors are plain English and never repeat s or its arguments: they name
+// the template kind and its rule. Analyse adds s as typed when its kind is a
+// template's (malformedMessage); an unknown kind may be a secret.
 func ParseLeaf(s string) (Leaf, error) {
 	name, args, hasArgs, shaped := templateShape(s)
 	if !shaped {
@@ -220,6 +222,41 @@ func ParseLeaf(s string) (Leaf, error) {
 		return Leaf{}, errors.New("an " + name + " template must be " + p.privateTemplate() + " or " + p.publicTemplate())
 	}
 	return Leaf{}, errors.New("unknown template kind (templates are lowercase: " + templateList + "); a plain value cannot have the shape <name> or <name:args>")
+}
+
+// maxTyped is the most characters of a refused template that its message
+// shows.
+const maxTyped = 128
+
+// malformedMessage is the message of a template-shaped string s that
+// ParseLeaf refused with err: err's rule, then s as typed when its kind is a
+// template's, whatever its case (a template is not a secret: "<random:0>",
+// "<ref:noslash>", "<RANDOM:12>", with the lowercase template to write). The
+// text of an unknown kind is never shown: "<hunter2>" is refused for its
+// shape alone, and may be a password.
+func malformedMessage(s string, err error) string {
+	name, args, hasArgs, _ := templateShape(s)
+	lower := strings.ToLower(name)
+	if !knownKind(lower) {
+		return err.Error()
+	}
+	typed := []rune(s)
+	found := ", found " + strconv.QuoteToASCII(s)
+	if len(typed) > maxTyped {
+		found = ", found " + strconv.QuoteToASCII(string(typed[:maxTyped])) + "..."
+	}
+	if lower == name {
+		return err.Error() + found
+	}
+	fixed := "<" + lower
+	if hasArgs {
+		fixed += ":" + args
+	}
+	fixed += ">"
+	if _, ferr := ParseLeaf(fixed); ferr != nil {
+		return "template kinds are lowercase, and " + ferr.Error() + found
+	}
+	return "template kinds are lowercase: write " + strconv.QuoteToASCII(fixed) + found
 }
 
 // templateShape splits a template-shaped string into its name and

@@ -8,6 +8,10 @@ import (
 // secret is a value that must never appear in a message.
 const secret = "Sup3rS3cretValue"
 
+// typedArg is the argument of a malformed template of a known kind, which
+// its problem shows as typed.
+const typedArg = "Typ3dArgument"
+
 func assertNoSecret(t *testing.T, what, msg string) {
 	t.Helper()
 	if strings.Contains(strings.ToLower(msg), strings.ToLower(secret)) {
@@ -28,13 +32,13 @@ func TestNoValueInProblems(t *testing.T) {
 			"plain":    secret,
 			"long":     long,
 			"hashLong": "<bcrypt:long>",
-			"badRand":  "<random:" + secret + ">",
-			"badHex":   "<hex:" + secret + ">",
-			"badUUID":  "<uuid:" + secret + ">",
-			"badAge":   "<age:" + secret + ">",
-			"badSSH":   "<ssh:" + secret + ">",
-			"badBc":    "<bcrypt:" + secret + "..x>",
-			"badRef":   "<ref:" + secret + ">",
+			"badRand":  "<random:" + typedArg + ">",
+			"badHex":   "<hex:" + typedArg + ">",
+			"badUUID":  "<uuid:" + typedArg + ">",
+			"badAge":   "<age:" + typedArg + ">",
+			"badSSH":   "<SSH:" + typedArg + ">",
+			"badBc":    "<bcrypt:" + typedArg + "..x>",
+			"badRef":   "<ref:" + typedArg + ">",
 			"unknown":  "<" + secret + ">",
 			"unknown2": "<" + secret + ":" + secret + ">",
 			"dot.key":  secret,
@@ -43,7 +47,7 @@ func TestNoValueInProblems(t *testing.T) {
 			"other":    map[string]string{"k": secret},
 			"pub":      "<age:public>",
 			"sshPub":   "<ssh:public>",
-			"nested":   m{"x.y": m{"z": "<random:" + secret + ">"}},
+			"nested":   m{"x.y": m{"z": "<random:" + typedArg + ">"}},
 			"rotated":  secret,
 		}, Rotate: &Rotate{Keys: []string{"rotated", "plain"}}},
 		{Namespace: "ns", Name: "a", Path: "m/a", Data: m{"k": "<ref:m/b#k>", "v": secret}},
@@ -58,10 +62,21 @@ func TestNoValueInProblems(t *testing.T) {
 		t.Fatalf("only %d problems: the test does not exercise them all", len(problems))
 	}
 	reasons := map[string]bool{}
+	echoed := map[string]bool{}
 	for _, p := range problems {
 		reasons[p.Reason] = true
 		assertNoSecret(t, "problem", p.String())
 		assertNoSecret(t, "problem object", p.Object)
+		if strings.Contains(p.Message, typedArg) {
+			echoed[p.Key] = true
+		}
+	}
+	// A template of a known kind is shown as typed, whatever its case: it
+	// is a template, not a value (the unknown kinds above are not).
+	for _, k := range []string{"badRand", "badHex", "badUUID", "badAge", "badSSH", "badBc", "badRef", "nested.x.y.z"} {
+		if !echoed[k] {
+			t.Errorf("the problem of %s does not show the template as typed", k)
+		}
 	}
 	for _, r := range []string{ReasonInvalidSpec, ReasonInvalidRotation, ReasonRefCycle, ReasonDuplicatePath, ReasonDuplicateName} {
 		if !reasons[r] {

@@ -122,6 +122,8 @@ func TestAdmission(t *testing.T) {
 		}{
 			{name: "malformed template", data: "admin:\n  password: \"<random:0>\"", wantKeys: []string{"admin.password"}},
 			{name: "unknown template", data: "admin:\n  password: \"<Random:8>\"", wantKeys: []string{"admin.password"}},
+			{name: "a template is shown as typed, with what is expected", data: "admin:\n  password: \"<RANDOM:12>\"\n  ref: \"<ref:noslash>\"", wantKeys: []string{"admin.password", "admin.ref"},
+				want: `admin.password: Invalid value: template kinds are lowercase: write "<random:12>", found "<RANDOM:12>"`},
 			{name: "key name with a dot", data: "\"admin.password\": \"<random:8>\"", wantKeys: []string{"admin.password"}},
 			{name: "empty key name", data: "admin:\n  \"\": x", wantKeys: []string{"admin"}},
 			{name: "list leaf", data: "hosts: [a, b]", wantKeys: []string{"hosts"}},
@@ -192,6 +194,13 @@ func TestAdmission(t *testing.T) {
 		g.Expect(out).To(ContainSubstring("vaultseed.ohmlab.fr/spaced created"))
 		g.Expect(out).To(ContainSubstring("Warning: a: is plain text, not the template <random:8>: with the white space around it the controller writes the text as it is"))
 		g.Expect(out).To(ContainSubstring("Warning: b: is plain text, not the template <uuid>:"))
+
+		// A template never closed is stored as its text: kubectl shows why,
+		// and the template to write.
+		out, err = k.apply(ctx, manifest(ns, "unclosed", "    path: ohmlab/platforms/test/core/unclosed\n    data:\n      c: \"<random:12\"\n"))
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(out).To(ContainSubstring("vaultseed.ohmlab.fr/unclosed created"))
+		g.Expect(out).To(ContainSubstring("Warning: c: is plain text, the template <random:12> without its closing '>': it is stored in Vault literally, as typed, not generated; write <random:12> to generate the value"))
 	})
 
 	t.Run("a path that is not one Vault path is refused with the one message", func(t *testing.T) {

@@ -73,7 +73,7 @@ func TestPathSpellings(t *testing.T) {
 			}
 			want = ""
 			if !tc.Valid {
-				want = `VaultSeed.ohmlab.fr "a" is invalid: k: Invalid value: the path of <ref:mount/path#key.path> ` + templating.PathMessage
+				want = `VaultSeed.ohmlab.fr "a" is invalid: k: Invalid value: ` + validatetest.RefPathMessage(tc.Path)
 			}
 			if got := webhook(t, `{"k":"<ref:`+jsonString(tc.Path)+`#k>"}`, "ohmlab/platforms/p/core/self"); got != want {
 				t.Errorf("webhook on a <ref:>: %q, want %q", got, want)

@@ -107,7 +107,7 @@ func TestValidator(t *testing.T) {
 	const secret = "s3cr3t-typed-by-hand"
 	invalid := seed("bad", "ohmlab/bad", `{"a.b":"`+secret+`","t":"<random:0>"}`)
 	// The API's Invalid status: the object named, each key a cause.
-	const invalidMessage = `VaultSeed.ohmlab.fr "bad" is invalid: [a.b: Invalid value: key name "a.b" contains a dot: nest maps instead, t: Invalid value: <random:N> needs a decimal length N from 1 to 4096]`
+	const invalidMessage = `VaultSeed.ohmlab.fr "bad" is invalid: [a.b: Invalid value: key name "a.b" contains a dot: nest maps instead, t: Invalid value: <random:N> needs a decimal length N from 1 to 4096, found "<random:0>"]`
 	deleting := invalid.DeepCopy()
 	deleting.DeletionTimestamp = &metav1.Time{}
 	released := deleting.DeepCopy()

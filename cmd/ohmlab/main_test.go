@@ -80,7 +80,7 @@ func TestValidateHelmTemplate(t *testing.T) {
 			args:     []string{"validate", "-"},
 			wantCode: exitInvalid,
 			wantStdout: invalid + `keycloak: admin.db.password: key name "db.password" contains a dot: nest maps instead
-` + invalid + `keycloak: admin.password: <random:N> needs a decimal length N from 1 to 4096
+` + invalid + `keycloak: admin.password: <random:N> needs a decimal length N from 1 to 4096, found "<random:0>"
 ` + invalid + `keycloak: admin.passwordHashed: <bcrypt:admin.pasword> hashes admin.pasword, which data does not declare (a key filled by hand is declared as "")
 ` + invalid + `keycloak: admin.secret: rotate.keys names "admin.secret", which data does not declare
 ` + invalid + `keycloak: spec.path: path ohmlab/platforms/production/core/keycloak is also declared by vault-operator-system/keycloak-again
@@ -171,7 +171,7 @@ func TestValidateFilesAndDirectories(t *testing.T) {
 		Code: exitInvalid,
 		Stdout: filepath.Join(dir, "sub/deeper/b.yml") + ":vo/b: spec.path: path ohmlab/x is also declared by vo/a\n" +
 			filepath.Join(dir, "a.yaml") + ":vo/a: spec.path: path ohmlab/x is also declared by vo/b\n" +
-			filepath.Join(dir, "explicit.manifests") + ":vo/e: k: <hex:N> needs an even decimal length N from 2 to 4096\n",
+			filepath.Join(dir, "explicit.manifests") + ":vo/e: k: <hex:N> needs an even decimal length N from 2 to 4096, found \"<hex:3>\"\n",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("run (-want +got):\n%s", diff)
@@ -230,6 +230,21 @@ func TestValidateInputs(t *testing.T) {
 				"-:vo/two: b: an object holds at most one <ssh:private>, found 2 (a, b)\n" +
 				"-:vo/rot: public: rotate.keys names an <ssh:public>: list its <ssh:private> instead, the pair rotates together\n" +
 				"-:vo/age: public: <age:public> needs an <age:secret> in the same object\n"},
+		},
+		{
+			name:  "a template typed wrong is shown as typed, with what is expected; a value of a template's shape is not",
+			stdin: vaultSeed("t", "  path: ohmlab/t\n  data:\n    a: \"<random:0>\"\n    b: {c: \"<ref:noslash>\"}\n    d: \"<RANDOM:12>\"\n    e: \"<"+secret+">\"\n"),
+			args:  []string{"validate", "-"},
+			want: result{Code: exitInvalid, Stdout: "-:vo/t: a: <random:N> needs a decimal length N from 1 to 4096, found \"<random:0>\"\n" +
+				"-:vo/t: b.c: <ref:mount/path#key.path> needs a path, then '#', then a dotted key path (no empty segment), found \"<ref:noslash>\"\n" +
+				"-:vo/t: d: template kinds are lowercase: write \"<random:12>\", found \"<RANDOM:12>\"\n" +
+				"-:vo/t: e: unknown template kind (templates are lowercase: <random:N>, <hex:N>, <uuid>, <age:secret>, <age:public>, <ssh:private>, <ssh:public>, <bcrypt:key.path>, <ref:mount/path#key.path>); a plain value cannot have the shape <name> or <name:args>\n"},
+		},
+		{
+			name:  "a template never closed is a warning: stored literally, and the template to write",
+			stdin: vaultSeed("u", "  path: ohmlab/u\n  data:\n    a: \"<random:12\"\n"),
+			args:  []string{"validate", "-"},
+			want:  result{Code: exitValid, Stderr: "-:vo/u: warning: a: is plain text, the template <random:12> without its closing '>': it is stored in Vault literally, as typed, not generated; write <random:12> to generate the value\n"},
 		},
 		{
 			name:  "warnings go to stderr and do not fail",

@@ -46,7 +46,7 @@ func TestPathSpellings(t *testing.T) {
 			}
 			want = ""
 			if !tc.Valid {
-				want = "k: the path of <ref:mount/path#key.path> " + templating.PathMessage
+				want = "k: " + validatetest.RefPathMessage(tc.Path)
 			}
 			run(t, "  path: ohmlab/platforms/p/core/self\n  data:\n    k: "+quote("<ref:"+tc.Path+"#k>")+"\n", want)
 		})

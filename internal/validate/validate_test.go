@@ -10,6 +10,7 @@ import (
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
 	"github.com/ohmlab/ohmlab-controller/internal/validate"
+	"github.com/ohmlab/ohmlab-controller/internal/validate/validatetest"
 	"github.com/ohmlab/ohmlab-controller/templating"
 )
 
@@ -166,7 +167,7 @@ func TestSeed(t *testing.T) {
 			seed: seed("a", "ohmlab/platforms/../x", `{"k":"<ref:ohmlab/a b#k>","t":" <uuid>"}`),
 			want: validate.Verdict{
 				Problems: []validate.Problem{
-					{Reason: "InvalidSpec", Key: "k", Message: "the path of <ref:mount/path#key.path> " + templating.PathMessage},
+					{Reason: "InvalidSpec", Key: "k", Message: validatetest.RefPathMessage("ohmlab/a b")},
 					{Reason: "InvalidSpec", Key: "spec.path", Message: templating.PathMessage},
 				},
 				Warnings: []validate.Problem{{Key: "t", Message: "is plain text, not the template <uuid>: with the white space around it the controller writes the text as it is; remove the white space to generate the value"}},

@@ -4,7 +4,12 @@
 // path).
 package validatetest
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+
+	"github.com/ohmlab/ohmlab-controller/templating"
+)
 
 // PathCase is one spelling of a path, for spec.path and for the path of a
 // <ref:>.
@@ -52,4 +57,16 @@ var PathCases = []PathCase{
 	{Name: "backslash", Path: `ohmlab/platforms\p/core/k`},
 	{Name: "non-ASCII letter", Path: "ohmlab/platforms/p/core/kéy"},
 	{Name: "angle bracket", Path: "ohmlab/platforms/p/core/k>"},
+}
+
+// RefPathMessage is the problem of <ref:path#k> when path is refused: the
+// rule, then the template as typed, its first 128 characters quoted as
+// templating shows a malformed template.
+func RefPathMessage(path string) string {
+	typed := []rune("<ref:" + path + "#k>")
+	found := strconv.QuoteToASCII(string(typed))
+	if len(typed) > 128 {
+		found = strconv.QuoteToASCII(string(typed[:128])) + "..."
+	}
+	return "the path of <ref:mount/path#key.path> " + templating.PathMessage + ", found " + found
 }
