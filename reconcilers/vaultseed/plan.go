@@ -474,9 +474,11 @@ func stallMessage(h templating.Held, path string) string {
 	case errors.As(h.Err, &empty):
 		return fmt.Sprintf("%s: cannot be computed while %s is empty; fill it in (%s)", empty.Key, empty.Source, fillInCommand(path, empty.Source))
 	case errors.As(h.Err, &invalid):
-		return fmt.Sprintf("%s: cannot be computed: the value of %s on the path %s", h.Key, invalid.Key, invalid.Reason)
+		return fmt.Sprintf("%s: cannot be computed: the value of %s on the path %s; that value is kept (a value on the path is never overwritten): replace it (%s)",
+			h.Key, invalid.Key, invalid.Reason, fillInCommand(path, invalid.Key))
 	case errors.As(h.Err, &shape):
-		return fmt.Sprintf("%s: cannot be created without overwriting %s on the path; move or delete that key by hand", shape.Key, shape.Conflict)
+		return fmt.Sprintf("%s: cannot be created without overwriting %s on the path, which is kept (a value on the path is never overwritten): move or delete that key by hand, and the next resync creates %s",
+			shape.Key, shape.Conflict, shape.Key)
 	}
 	return fmt.Sprintf("%s: cannot be computed", h.Key)
 }

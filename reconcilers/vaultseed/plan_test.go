@@ -1027,31 +1027,33 @@ func TestPlanHoldsBackOnlyKeysThatCannotBeComputed(t *testing.T) {
 			name: "bcrypt source longer than 72 bytes on the path",
 			spec: spec{data: keycloak(), managed: keycloakKeys},
 			path: ours(5, seeded("x", "admin.password", longValue)),
-			want: with(stop("admin.passwordHashed: cannot be computed: the value of admin.password on the path is longer than 72 bytes, the most bcrypt accepts"), 5, nil, nil, nil, keycloakKeys...),
+			want: with(stop("admin.passwordHashed: cannot be computed: the value of admin.password on the path is longer than 72 bytes, the most bcrypt accepts; "+
+				`that value is kept (a value on the path is never overwritten): replace it (echo '{"admin":{"password":"..."}}' | vault kv patch `+ownPath+` -)`), 5, nil, nil, nil, keycloakKeys...),
 		},
 		{
 			name: "stored age secret that does not parse",
 			spec: spec{data: m{"sops": m{"secret": "<age:secret>", "public": "<age:public>"}}},
 			path: ours(5, m{"sops": m{"secret": badAge}}),
-			want: with(stop("sops.public: cannot be computed: the value of sops.secret on the path is not an age X25519 secret key (AGE-SECRET-KEY-1…)"), 5, nil, nil, nil),
+			want: with(stop("sops.public: cannot be computed: the value of sops.secret on the path is not an age X25519 secret key (AGE-SECRET-KEY-1…); "+
+				`that value is kept (a value on the path is never overwritten): replace it (echo '{"sops":{"secret":"..."}}' | vault kv patch `+ownPath+` -)`), 5, nil, nil, nil),
 		},
 		{
 			name: "shape conflict: declared a.b where the path holds a string at a",
 			spec: spec{data: m{"a": m{"b": "<random:8>"}}},
 			path: ours(5, m{"a": "written-by-someone"}),
-			want: with(stop("a.b: cannot be created without overwriting a on the path; move or delete that key by hand"), 5, nil, nil, nil),
+			want: with(stop("a.b: cannot be created without overwriting a on the path, which is kept (a value on the path is never overwritten): move or delete that key by hand, and the next resync creates a.b"), 5, nil, nil, nil),
 		},
 		{
 			name: "shape conflict: declared leaf a where the path holds a map at a",
 			spec: spec{data: m{"a": "<random:8>"}},
 			path: ours(5, m{"a": m{"x": "written-by-someone", "y": "too"}}),
-			want: with(stop("a: cannot be created without overwriting a.x on the path; move or delete that key by hand"), 5, nil, nil, nil),
+			want: with(stop("a: cannot be created without overwriting a.x on the path, which is kept (a value on the path is never overwritten): move or delete that key by hand, and the next resync creates a"), 5, nil, nil, nil),
 		},
 		{
 			name: "shape conflict on a hand-made path: adopted, the conflicting key held back",
 			spec: spec{data: m{"a": m{"b": "plain"}}},
 			path: handMade(5, m{"a": "written-by-someone"}),
-			want: with(stop("a.b: cannot be created without overwriting a on the path; move or delete that key by hand"), 5, []Action{actAdopt}, md(ownerKey, testOwner), nil),
+			want: with(stop("a.b: cannot be created without overwriting a on the path, which is kept (a value on the path is never overwritten): move or delete that key by hand, and the next resync creates a.b"), 5, []Action{actAdopt}, md(ownerKey, testOwner), nil),
 		},
 		{
 			name: "a reference whose copy exists waits for its source; the rest is maintained",

@@ -335,7 +335,9 @@ func deleteRefused(seed *ohmlabv1alpha1.VaultSeed, allowDelete bool) (result, bo
 		return result{}, false
 	}
 	return stalledResult(ohmlabv1alpha1.ReasonForbidden,
-		"deletionPolicy Delete is not allowed: the controller's chart must set targets.vault.allowDelete: true"), true
+		"deletionPolicy Delete is not allowed: the controller's chart must set targets.vault.allowDelete: true "+
+			"(and vault-operator ohmlab.controller.allowDelete: true, which grants the delete in Vault), or set deletionPolicy: Retain; "+
+			"until then nothing is written to the path and the object has no finalizer"), true
 }
 
 // observeVault reads the path and every path it references, one request each,
@@ -567,12 +569,15 @@ func problemsReason(ps []templating.Problem) string {
 	return ps[0].Reason
 }
 
+// problemsMessage is the Stalled message of an invalid object, which only
+// an object that did not pass the webhook has (product document,
+// "Conditions": InvalidSpec, InvalidRotation): its problems, then what to do.
 func problemsMessage(ps []templating.Problem) string {
 	lines := make([]string, len(ps))
 	for i, p := range ps {
 		lines[i] = p.String()
 	}
-	return strings.Join(lines, "; ")
+	return strings.Join(lines, "; ") + "; fix the object's spec and apply it (ohmlab validate finds this before merge); until then nothing is written to the path"
 }
 
 // rewriteFirstReleaseStatus writes status.managedKeys of an object stored
