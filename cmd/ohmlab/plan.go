@@ -23,7 +23,7 @@ const (
 	planInSync  = 0 // a real run changes nothing and every object would be Ready
 	planError   = 1 // invalid objects, unreadable input or bad usage
 	planChanges = 2 // some object would change, wait or stall
-	planNoVault = 3 // Vault could not be read
+	planNoVault = 3 // Vault could not be read, for some object or at all
 )
 
 const planUsage = `Usage:
@@ -45,6 +45,12 @@ says why after its changes, as its Drifted condition does:
 
 then the objects that would wait (RefPending) or stall (OwnedByAnother,
 PathDeleted, InvalidSpec, Forbidden...) and write nothing, with their reason,
+then the objects whose path or sources Vault refused to read or failed to
+read (a policy that does not cover them), with the reason a reconcile would
+report and Vault's error:
+
+  <namespace>/<name> <path>: cannot be read: Forbidden: vaultkv: read ...
+
 and a total line, where an object that writes and waits (or stalls) counts
 in both. Values never appear, not even those of plain keys.
 
@@ -62,8 +68,10 @@ VAULT_CACERT. The token needs read on <mount>/data/<path> of every path and
 source; nothing more.
 
 Exit codes: 0 nothing to change, 2 changes (or objects that would wait or
-stall), 1 invalid objects or bad usage, 3 Vault could not be read (Vault's
-reason on standard error).
+stall), 1 invalid objects or bad usage, 3 Vault could not be read: some
+objects could not be planned (each listed, and on standard error with
+Vault's reason), or Vault does not answer (refused connection, sealed,
+timeout: the first failed read on standard error, and no plan).
 
 Flags:
 `
@@ -80,9 +88,12 @@ type planObject struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 	Path      string `json:"path"`
-	// State is changes, in-sync, waits or stalls.
+	// State is changes, in-sync, waits, stalls or unreadable (Vault
+	// refused or failed a read: nothing is planned).
 	State string `json:"state"`
-	// Reason and Message are the Drifted condition's.
+	// Reason and Message are the Drifted condition's; for an unreadable
+	// object the reason a reconcile reports (Forbidden, BackendError) and
+	// Vault's error.
 	Reason  string       `json:"reason"`
 	Message string       `json:"message"`
 	Actions []planAction `json:"actions"`
@@ -90,6 +101,18 @@ type planObject struct {
 	// waits or stalls on some keys.
 	Writes string   `json:"writes,omitempty"`
 	After  []string `json:"after,omitempty"`
+	// Changes says whether a real run writes to the path (Actions), also
+	// for an object that waits or stalls on other keys.
+	Changes bool `json:"changes"`
+	// Held is why a real run waits or stalls (state waits or stalls),
+	// whether or not it still writes other keys: its reason (RefPending,
+	// InvalidSpec, OwnedByAnother...) and message.
+	Held *planHeld `json:"held,omitempty"`
+}
+
+type planHeld struct {
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
 }
 
 type planAction struct {
@@ -98,20 +121,23 @@ type planAction struct {
 }
 
 type planTotal struct {
-	Objects int            `json:"objects"`
-	Changes int            `json:"changes"`
-	Waits   int            `json:"waits"`
-	Stalls  int            `json:"stalls"`
-	InSync  int            `json:"inSync"`
-	Actions map[string]int `json:"actions"`
+	Objects int `json:"objects"`
+	Changes int `json:"changes"`
+	Waits   int `json:"waits"`
+	Stalls  int `json:"stalls"`
+	InSync  int `json:"inSync"`
+	// Unreadable counts the objects that could not be planned.
+	Unreadable int            `json:"unreadable"`
+	Actions    map[string]int `json:"actions"`
 }
 
 // States of planObject.
 const (
-	stateChanges = "changes"
-	stateInSync  = "in-sync"
-	stateWaits   = "waits"
-	stateStalls  = "stalls"
+	stateChanges    = "changes"
+	stateInSync     = "in-sync"
+	stateWaits      = "waits"
+	stateStalls     = "stalls"
+	stateUnreadable = "unreadable"
 )
 
 // runPlan is `ohmlab plan`.
@@ -186,8 +212,14 @@ func runPlan(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		previews, err = vaultseed.PreviewSeeds(context.Background(), kv, seeds, vaultseed.PreviewOptions{AllowDelete: *allowDelete})
 		if err != nil {
+			// Vault does not answer: no other object could be read.
 			fmt.Fprintf(stderr, "ohmlab plan: Vault could not be read: %v\n", err)
 			return planNoVault
+		}
+		for _, p := range previews {
+			if p.Unreadable {
+				fmt.Fprintf(stderr, "ohmlab plan: Vault could not be read: %s/%s %s: %s\n", p.Namespace, p.Name, p.Path, p.Drifted.Message)
+			}
 		}
 	}
 	rep := planReport{Validation: json.RawMessage(verdict.Bytes()), Objects: make([]planObject, len(previews)),
@@ -206,6 +238,8 @@ func runPlan(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			rep.Total.Stalls++
 		case stateInSync:
 			rep.Total.InSync++
+		case stateUnreadable:
+			rep.Total.Unreadable++
 		}
 		for _, a := range p.Actions {
 			rep.Total.Actions[a.Name]++
@@ -219,6 +253,9 @@ func runPlan(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	} else {
 		printPlan(stdout, rep)
+	}
+	if rep.Total.Unreadable > 0 {
+		return planNoVault
 	}
 	if rep.Total.InSync < rep.Total.Objects {
 		return planChanges
@@ -274,11 +311,13 @@ func planClient(tokenFile string, timeout time.Duration) (*vaultkv.Client, error
 
 func planObjectOf(p vaultseed.Preview) planObject {
 	o := planObject{Namespace: p.Namespace, Name: p.Name, Path: p.Path, Reason: p.Drifted.Reason, Message: p.Drifted.Message,
-		Actions: make([]planAction, len(p.Actions)), After: p.After}
+		Actions: make([]planAction, len(p.Actions)), After: p.After, Changes: p.Changes()}
 	for i, a := range p.Actions {
 		o.Actions[i] = planAction{Action: a.Name, Key: a.Key}
 	}
 	switch {
+	case p.Unreadable:
+		o.State = stateUnreadable
 	case p.Stalled:
 		o.State = stateStalls
 	case p.Waits:
@@ -290,6 +329,9 @@ func planObjectOf(p vaultseed.Preview) planObject {
 	}
 	if o.State != stateChanges {
 		o.Writes = p.Writes
+	}
+	if o.State == stateWaits || o.State == stateStalls {
+		o.Held = &planHeld{Reason: p.Reason, Message: p.Message}
 	}
 	return o
 }
@@ -319,6 +361,11 @@ func printPlan(w io.Writer, rep planReport) {
 			fmt.Fprintf(w, "%s/%s %s: would stall: %s: %s\n", o.Namespace, o.Name, o.Path, o.Reason, o.Message)
 		}
 	}
+	for _, o := range rep.Objects {
+		if o.State == stateUnreadable {
+			fmt.Fprintf(w, "%s/%s %s: cannot be read: %s: %s\n", o.Namespace, o.Name, o.Path, o.Reason, o.Message)
+		}
+	}
 	t := rep.Total
 	noun := "objects"
 	if t.Objects == 1 {
@@ -328,7 +375,12 @@ func printPlan(w io.Writer, rep planReport) {
 	if n := len(t.Actions); n > 0 {
 		line += " (" + actionTotals(t.Actions) + ")"
 	}
-	fmt.Fprintf(w, "%s, %d would wait, %d would stall, %d in sync.\n", line, t.Waits, t.Stalls, t.InSync)
+	line = fmt.Sprintf("%s, %d would wait, %d would stall, %d in sync", line, t.Waits, t.Stalls, t.InSync)
+	if t.Unreadable > 0 {
+		// Only then: the line of a plan that read everything is unchanged.
+		line += fmt.Sprintf(", %d could not be read", t.Unreadable)
+	}
+	fmt.Fprintln(w, line+".")
 }
 
 // actionTotals lists the action counts in the planner's order.

@@ -118,6 +118,11 @@ var planObjects = strings.Join([]string{
 	vaultSeed("waiting", "  path: "+planPath("waiting")+"\n  data:\n    copy: \"<ref:"+planPath("nowhere")+"#k>\"\n    extra: \"<random:6>\"\n"),
 }, "---\n")
 
+// ownedByAnother is the OwnedByAnother message of planObjects' object name.
+func ownedByAnother(name string) string {
+	return "the path is owned by vo/someone-else (custom_metadata ohmlab.fr/owner): delete one of the two objects, or hand the path over with: vault kv metadata patch -remove-custom-metadata=ohmlab.fr/owner " + planPath(name)
+}
+
 func setVault(t *testing.T, v *harness.Vault, token string) {
 	t.Setenv("VAULT_ADDR", v.Addr)
 	t.Setenv("VAULT_TOKEN", token)
@@ -149,7 +154,7 @@ func TestPlanEveryAction(t *testing.T) {
 		"vo/rotate " + p("rotate") + ": 1 rotate (password), 1 record-token\n" +
 		"vo/held " + p("held") + ": 1 create, 2 create-field (other, x); the rest stalls: InvalidSpec: xHash: cannot be computed while x is empty; fill it in (vault kv patch " + p("held") + " x=...)\n" +
 		"vo/waiting " + p("waiting") + ": 1 create-field (extra); the rest waits: RefPending: waiting for " + p("nowhere") + "#k (path missing)\n" +
-		"vo/owned " + p("owned") + ": would stall: OwnedByAnother: the path is owned by vo/someone-else (custom_metadata ohmlab.fr/owner): delete one of the two objects, or hand the path over with: vault kv metadata patch -remove-custom-metadata=ohmlab.fr/owner " + p("owned") + "\n" +
+		"vo/owned " + p("owned") + ": would stall: OwnedByAnother: " + ownedByAnother("owned") + "\n" +
 		"vo/deleted " + p("deleted") + ": would stall: PathDeleted: the latest version (1) of the path is deleted: undelete it (vault kv undelete -versions=1 " + p("deleted") + "), or delete the path's metadata (vault kv metadata delete " + p("deleted") + ") to have it created anew\n" +
 		"vo/pending " + p("pending") + ": would wait: RefPending: waiting for " + p("nowhere") + "#k (path missing)\n" +
 		"Plan: 11 objects: 7 with changes (2 create, 1 adopt, 5 create-field, 1 update-field, 1 delete-field, 1 rotate, 1 record-token), 2 would wait, 3 would stall, 1 in sync.\n"}
@@ -180,27 +185,40 @@ func TestPlanJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(got.Stdout), &rep); err != nil {
 		t.Fatalf("stdout is not JSON: %v\n%s", err, got.Stdout)
 	}
-	type row struct{ Name, State, Reason, Actions string }
+	type row struct {
+		Name, State, Reason, Actions string
+		Changes                      bool
+		Held                         string // "<reason>: <message>" of held
+	}
 	var rows []row
 	for _, o := range rep.Objects {
 		var acts []string
 		for _, a := range o.Actions {
 			acts = append(acts, strings.TrimSuffix(a.Action+" "+a.Key, " "))
 		}
-		rows = append(rows, row{o.Name, o.State, o.Reason, strings.Join(acts, ", ")})
+		r := row{Name: o.Name, State: o.State, Reason: o.Reason, Actions: strings.Join(acts, ", "), Changes: o.Changes}
+		if o.Held != nil {
+			r.Held = o.Held.Reason + ": " + o.Held.Message
+		}
+		rows = append(rows, r)
 	}
+	p := planPath
+	pending := "RefPending: waiting for " + p("nowhere") + "#k (path missing)"
+	// An object that waits or stalls on some keys and writes the others
+	// says both: its writes (changes, actions) and why the rest waits
+	// (held), as its Drifted message does.
 	wantRows := []row{
-		{"create", "changes", "ObserveOnly", "create, create-field password"},
-		{"adopt", "changes", "ObserveOnly", "adopt, create-field token"},
-		{"update", "changes", "ObserveOnly", "update-field hash"},
-		{"prune", "changes", "ObserveOnly", "delete-field old"},
-		{"rotate", "changes", "ObserveOnly", "rotate password, record-token"},
-		{"owned", "stalls", "OwnedByAnother", ""},
-		{"deleted", "stalls", "PathDeleted", ""},
-		{"pending", "waits", "RefPending", ""},
-		{"insync", "in-sync", "InSync", ""},
-		{"held", "stalls", "ObserveOnly", "create, create-field other, create-field x"},
-		{"waiting", "waits", "ObserveOnly", "create-field extra"},
+		{"create", "changes", "ObserveOnly", "create, create-field password", true, ""},
+		{"adopt", "changes", "ObserveOnly", "adopt, create-field token", true, ""},
+		{"update", "changes", "ObserveOnly", "update-field hash", true, ""},
+		{"prune", "changes", "ObserveOnly", "delete-field old", true, ""},
+		{"rotate", "changes", "ObserveOnly", "rotate password, record-token", true, ""},
+		{"owned", "stalls", "OwnedByAnother", "", false, "OwnedByAnother: " + ownedByAnother("owned")},
+		{"deleted", "stalls", "PathDeleted", "", false, "PathDeleted: the latest version (1) of the path is deleted: undelete it (vault kv undelete -versions=1 " + p("deleted") + "), or delete the path's metadata (vault kv metadata delete " + p("deleted") + ") to have it created anew"},
+		{"pending", "waits", "RefPending", "", false, pending},
+		{"insync", "in-sync", "InSync", "", false, ""},
+		{"held", "stalls", "ObserveOnly", "create, create-field other, create-field x", true, "InvalidSpec: xHash: cannot be computed while x is empty; fill it in (vault kv patch " + p("held") + " x=...)"},
+		{"waiting", "waits", "ObserveOnly", "create-field extra", true, pending},
 	}
 	if diff := cmp.Diff(wantRows, rows); diff != "" {
 		t.Errorf("objects (-want +got):\n%s", diff)
@@ -250,13 +268,22 @@ func TestPlanRefsInOneStream(t *testing.T) {
 	}
 }
 
-// TestPlanVaultCannotBeRead: a token whose policy does not cover a path, and
-// a Vault that does not answer, exit 3 with Vault's reason.
+// TestPlanVaultCannotBeRead: an object whose path Vault refuses to read (a
+// token whose policy does not cover it, an invalid token) or answers with
+// an error (a server that is not Vault) is listed as unreadable, with the
+// reason a reconcile would report and Vault's error, also on standard
+// error, and the others are planned; the exit code is 3, not everything
+// could be planned. A Vault that does not answer stops at the first read:
+// no other read could succeed.
 func TestPlanVaultCannotBeRead(t *testing.T) {
 	v := harness.VaultForTest(t)
-	stdin := vaultSeed("a", "  path: "+planPath("a")+"\n  data:\n    k: \"<random:4>\"\n") + "---\n" +
-		vaultSeed("b", "  path: "+planPath("b")+"\n  data:\n    k: \"<random:4>\"\n")
-	token := tokenWithPolicy(t, v, "only-a", `path "ohmlab/data/platforms/p/core/a" { capabilities = ["read"] }`)
+	p := planPath
+	stdin := vaultSeed("a", "  path: "+p("a")+"\n  data:\n    k: \"<random:4>\"\n") + "---\n" +
+		vaultSeed("b", "  path: "+p("b")+"\n  data:\n    k: \"<random:4>\"\n") + "---\n" +
+		// A copy of b: its source cannot be read either.
+		vaultSeed("c", "  path: "+p("c")+"\n  data:\n    k: \"<ref:"+p("b")+"#k>\"\n")
+	token := tokenWithPolicy(t, v, "only-a-c", `path "ohmlab/data/platforms/p/core/a" { capabilities = ["read"] }
+path "ohmlab/data/platforms/p/core/c" { capabilities = ["read"] }`)
 	port, err := harness.FreePort()
 	if err != nil {
 		t.Fatal(err)
@@ -267,27 +294,81 @@ func TestPlanVaultCannotBeRead(t *testing.T) {
 	t.Cleanup(notVault.Close)
 	empty := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNotFound) }))
 	t.Cleanup(empty.Close)
+	// unreadable is an object's line on standard output, and on standard
+	// error, for a read of path that failed with reason.
+	unreadable := func(name, reason, path, why string) (string, string) {
+		err := "vaultkv: read " + path + ": " + why
+		return "vo/" + name + " " + p(name) + ": cannot be read: " + reason + ": " + err + "\n",
+			"ohmlab plan: Vault could not be read: vo/" + name + " " + p(name) + ": " + err + "\n"
+	}
+	every := func(reason, why string) result {
+		var r result
+		for _, name := range []string{"a", "b", "c"} {
+			// Each object's own path is read first.
+			out, errLine := unreadable(name, reason, p(name), why)
+			r.Stdout += out
+			r.Stderr += errLine
+		}
+		r.Code, r.Stdout = planNoVault, r.Stdout+"Plan: 3 objects: 0 with changes, 0 would wait, 0 would stall, 0 in sync, 3 could not be read.\n"
+		return r
+	}
+	bOut, bErr := unreadable("b", "Forbidden", p("b"), "forbidden (403): permission denied")
+	cOut, cErr := unreadable("c", "Forbidden", p("b"), "forbidden (403): permission denied")
 	tests := []struct {
-		name, addr, token, wantStderr string
+		name, addr, token string
+		want              result
 	}{
-		{"a server that answers an empty 404", empty.URL, token, "not_found (404): not found\n"},
-		{"a server that answers a text 404", notVault.URL, token, "not_found (404)"},
-		{"a policy that refuses the read", v.Addr, token,
-			"ohmlab plan: Vault could not be read: vo/b " + planPath("b") + ": vaultkv: read " + planPath("b") + ": forbidden (403): permission denied\n"},
-		{"an invalid token", v.Addr, "not-a-token",
-			"ohmlab plan: Vault could not be read: vo/a " + planPath("a") + ": vaultkv: read " + planPath("a") + ": forbidden (403): permission denied; invalid token\n"},
-		{"nothing listening", "http://127.0.0.1:" + strconv.Itoa(port), token, "connection refused"},
+		{"a server that answers an empty 404", empty.URL, token, every("BackendError", "not_found (404): not found")},
+		{"a server that answers a text 404", notVault.URL, token, every("BackendError", "not_found (404): not found")},
+		{"a policy that refuses the read of one path", v.Addr, token, result{Code: planNoVault,
+			Stdout: "vo/a " + p("a") + ": 1 create, 1 create-field (k)\n" + bOut + cOut +
+				"Plan: 3 objects: 1 with changes (1 create, 1 create-field), 0 would wait, 0 would stall, 0 in sync, 2 could not be read.\n",
+			Stderr: bErr + cErr}},
+		{"an invalid token", v.Addr, "not-a-token", every("Forbidden", "forbidden (403): permission denied; invalid token")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv("VAULT_ADDR", tt.addr)
 			t.Setenv("VAULT_TOKEN", tt.token)
-			got := runCLI(t, stdin, "plan", "-")
-			if got.Code != planNoVault || got.Stdout != "" || !strings.Contains(got.Stderr, tt.wantStderr) {
-				t.Errorf("exit %d, stdout %q, stderr %q; want %d, nothing, %q", got.Code, got.Stdout, got.Stderr, planNoVault, tt.wantStderr)
+			if diff := cmp.Diff(tt.want, runCLI(t, stdin, "plan", "-")); diff != "" {
+				t.Errorf("ohmlab plan (-want +got):\n%s", diff)
 			}
 		})
 	}
+	t.Run("JSON: state unreadable, with the reason and Vault's error", func(t *testing.T) {
+		t.Setenv("VAULT_ADDR", v.Addr)
+		t.Setenv("VAULT_TOKEN", token)
+		got := runCLI(t, stdin, "plan", "--output", "json", "-")
+		var rep planReport
+		if err := json.Unmarshal([]byte(got.Stdout), &rep); err != nil || got.Code != planNoVault {
+			t.Fatalf("exit %d, stdout %s (%v)", got.Code, got.Stdout, err)
+		}
+		type row struct{ Name, State, Reason, Message string }
+		var rows []row
+		for _, o := range rep.Objects {
+			rows = append(rows, row{o.Name, o.State, o.Reason, o.Message})
+		}
+		want := []row{
+			{"a", "changes", "ObserveOnly", "1 create, 1 create-field (k)"},
+			{"b", "unreadable", "Forbidden", "vaultkv: read " + p("b") + ": forbidden (403): permission denied"},
+			{"c", "unreadable", "Forbidden", "vaultkv: read " + p("b") + ": forbidden (403): permission denied"},
+		}
+		if diff := cmp.Diff(want, rows); diff != "" {
+			t.Errorf("objects (-want +got):\n%s", diff)
+		}
+		if rep.Total.Unreadable != 2 || rep.Total.Changes != 1 {
+			t.Errorf("total %+v, want 2 unreadable and 1 with changes", rep.Total)
+		}
+	})
+	t.Run("nothing listening: the first failed read, no plan", func(t *testing.T) {
+		t.Setenv("VAULT_ADDR", "http://127.0.0.1:"+strconv.Itoa(port))
+		t.Setenv("VAULT_TOKEN", token)
+		got := runCLI(t, stdin, "plan", "-")
+		const want = "ohmlab plan: Vault could not be read: vo/a " // the first object, and only it
+		if got.Code != planNoVault || got.Stdout != "" || !strings.HasPrefix(got.Stderr, want) || !strings.Contains(got.Stderr, "connection refused") || strings.Count(got.Stderr, "\n") != 1 {
+			t.Errorf("exit %d, stdout %q, stderr %q; want %d, nothing, one line %q... connection refused", got.Code, got.Stdout, got.Stderr, planNoVault, want)
+		}
+	})
 }
 
 // TestPlanInvalidObjects: invalid objects exit 1 with validate's lines,

@@ -44,7 +44,8 @@ type planned struct {
 }
 
 // readError is Vault's answer to a read of observePlan: a reconcile
-// reports it (backendOutcome), a preview stops on it.
+// reports it (backendOutcome), and so does a preview (the object is
+// unreadable), which stops on it only when Vault does not answer.
 type readError struct{ err error }
 
 func (e readError) Error() string { return e.err.Error() }

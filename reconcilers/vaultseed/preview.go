@@ -2,6 +2,7 @@ package vaultseed
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -37,8 +38,15 @@ type Preview struct {
 	Drifted metav1.Condition
 	// Stalled and Waits say that a real run would stall (checked again at
 	// each resync) or wait (retried with backoff), whether or not it still
-	// writes some keys.
-	Stalled, Waits bool
+	// writes some keys; Reason and Message then say why (its Ready
+	// condition's).
+	Stalled, Waits  bool
+	Reason, Message string
+	// Unreadable says that Vault refused or failed a read of the path or
+	// of a source (a policy that does not cover it, a mount that does not
+	// exist): nothing is planned, and Drifted is Unknown with the reason a
+	// reconcile reports (Forbidden, BackendError) and Vault's error.
+	Unreadable bool
 	// Actions are the planned changes: when Drifted is True, including
 	// for an object that waits or stalls on some keys while a real run
 	// would still write the others (issue 12: a stall on one key does not
@@ -69,9 +77,13 @@ func (p Preview) Changes() bool { return p.Drifted.Status == metav1.ConditionTru
 // status.managedKeys of the objects given (for example from kubectl get -o
 // yaml) are those a prune compares with.
 //
-// The previews are in the order of objs. The error is a failed read
-// (wrapped with the object and path, Vault's reason included): the
-// previews of the objects planned before it are returned with it.
+// The previews are in the order of objs. A read that Vault refused or
+// failed for one path makes that object's preview Unreadable, and the
+// others are planned. The error is a read of a Vault that does not answer
+// (vaultkv.ErrUnavailable: refused connection, sealed, timeout), where no
+// other read would succeed, or value generation's; wrapped with the object
+// and path, Vault's reason included, it comes with the previews of the
+// objects planned before it.
 func PreviewSeeds(ctx context.Context, kv KVReader, objs []*ohmlabv1alpha1.VaultSeed, opts PreviewOptions) ([]Preview, error) {
 	all := make([]templating.Object, len(objs))
 	analyses := make([]templating.Analysis, len(objs))
@@ -86,10 +98,16 @@ func PreviewSeeds(ctx context.Context, kv KVReader, objs []*ohmlabv1alpha1.Vault
 	for _, i := range dependencyOrder(objs, analyses) {
 		seed := objs[i]
 		res, after, err := previewOne(ctx, ov, gen, seed, set, opts)
-		if err != nil {
+		var read readError
+		switch {
+		case errors.As(err, &read) && !errors.Is(err, vaultkv.ErrUnavailable):
+			out[i] = previewOf(seed, backendOutcome(read.err), nil)
+			out[i].Unreadable = true
+		case err != nil:
 			return collect(out, planned), fmt.Errorf("%s %s: %w", seeds.Owner(seed), seed.Spec.Path, err)
+		default:
+			out[i] = previewOf(seed, res, after)
 		}
-		out[i] = previewOf(seed, res, after)
 		planned = append(planned, i)
 	}
 	return out, nil
@@ -130,6 +148,9 @@ func previewOf(seed *ohmlabv1alpha1.VaultSeed, out outcome, after []string) Prev
 	var st ohmlabv1alpha1.VaultSeedStatus
 	out.apply(&st, seed.Generation, true)
 	pv := Preview{Namespace: seed.Namespace, Name: seed.Name, Path: seed.Spec.Path, Stalled: out.stalled, Waits: out.reconciling, After: after}
+	if out.stalled || out.reconciling {
+		pv.Reason, pv.Message = out.reason, out.message
+	}
 	if c := meta.FindStatusCondition(st.Conditions, ohmlabv1alpha1.ConditionDrifted); c != nil {
 		pv.Drifted = *c
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	. "github.com/onsi/gomega"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -15,6 +16,8 @@ import (
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
 	"github.com/ohmlab/ohmlab-controller/internal/seeds"
 	"github.com/ohmlab/ohmlab-controller/templating"
+	"github.com/ohmlab/ohmlab-controller/vaultkv"
+	"github.com/ohmlab/ohmlab-controller/vaultkv/fake"
 )
 
 // TestPreviewAgreesWithDrifted reconciles objects in observe-only mode and
@@ -145,4 +148,67 @@ func TestDependencyOrder(t *testing.T) {
 			NewWithT(t).Expect(got).To(Equal(tt.want))
 		})
 	}
+}
+
+// refusingReader fails every read of one path with err.
+type refusingReader struct {
+	KVReader
+	path string
+	err  error
+}
+
+func (r refusingReader) Read(ctx context.Context, path string) (*vaultkv.Secret, error) {
+	if path == r.path {
+		return nil, r.err
+	}
+	return r.KVReader.Read(ctx, path)
+}
+
+// TestPreviewGoesOnPastAnUnreadablePath: a path Vault refuses to read (or
+// answers with an error) makes its object, and the objects that copy it,
+// unreadable with the reason a reconcile reports, and the others are still
+// planned; a Vault that does not answer stops the preview (no other read
+// could succeed).
+func TestPreviewGoesOnPastAnUnreadablePath(t *testing.T) {
+	obj := func(name, data string) *ohmlabv1alpha1.VaultSeed {
+		return &ohmlabv1alpha1.VaultSeed{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
+			Spec: ohmlabv1alpha1.VaultSeedSpec{Path: "ohmlab/" + name, Data: &apiextensionsv1.JSON{Raw: []byte(data)}}}
+	}
+	objs := []*ohmlabv1alpha1.VaultSeed{obj("a", `{"k":"<random:4>"}`), obj("b", `{"k":"<random:4>"}`), obj("c", `{"k":"<ref:ohmlab/b#k>"}`)}
+	forbidden := &vaultkv.Error{Op: vaultkv.OpRead, Path: "ohmlab/b", Class: vaultkv.ClassForbidden, Status: 403, Reason: "permission denied"}
+	type row struct {
+		Name       string
+		Unreadable bool
+		Status     metav1.ConditionStatus
+		Reason     string
+		Message    string
+	}
+	t.Run("refused: reported, the others planned", func(t *testing.T) {
+		previews, err := PreviewSeeds(context.Background(), refusingReader{fake.New(), "ohmlab/b", forbidden}, objs, PreviewOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []row
+		for _, p := range previews {
+			got = append(got, row{p.Name, p.Unreadable, p.Drifted.Status, p.Drifted.Reason, p.Drifted.Message})
+		}
+		want := []row{
+			{"a", false, metav1.ConditionTrue, ohmlabv1alpha1.ReasonObserveOnly, "1 create, 1 create-field (k)"},
+			{"b", true, metav1.ConditionUnknown, ohmlabv1alpha1.ReasonForbidden, "vaultkv: read ohmlab/b: forbidden (403): permission denied"},
+			{"c", true, metav1.ConditionUnknown, ohmlabv1alpha1.ReasonForbidden, "vaultkv: read ohmlab/b: forbidden (403): permission denied"},
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("previews (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("Vault does not answer: stops", func(t *testing.T) {
+		down := &vaultkv.Error{Op: vaultkv.OpRead, Path: "ohmlab/b", Class: vaultkv.ClassUnavailable, Reason: "connect: connection refused"}
+		previews, err := PreviewSeeds(context.Background(), refusingReader{fake.New(), "ohmlab/b", down}, objs, PreviewOptions{})
+		if err == nil || err.Error() != "ns/b ohmlab/b: vaultkv: read ohmlab/b: unavailable: connect: connection refused" {
+			t.Errorf("error %v, want the first failed read", err)
+		}
+		if len(previews) != 1 || previews[0].Name != "a" {
+			t.Errorf("previews %+v, want a's only", previews)
+		}
+	})
 }
