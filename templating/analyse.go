@@ -97,7 +97,8 @@ type Analysis struct {
 	RefPaths []string
 	// Warnings are legal but surprising leaves, sorted by Key then Message,
 	// with an empty Reason: a plain string that is a template with white
-	// space around it ([LooksLikeTemplate]), written as literal text.
+	// space around it ([LooksLikeTemplate]), written as literal text; a
+	// plain string that looks like a secret ([LooksLikeSecret]).
 	Warnings []Problem
 }
 
@@ -223,6 +224,9 @@ func (an *analyser) walk(prefix string, m map[string]any, valid bool) {
 			}
 			if l.Kind == KindPlain {
 				an.looksLikeTemplate(path, v)
+				if LooksLikeSecret(v) {
+					an.a.Warnings = append(an.a.Warnings, Problem{Key: path, Message: secretWarning})
+				}
 			}
 			an.leaf(path, l, ok && err == nil, ok)
 		case bool, float64, int64, int, json.Number:
@@ -239,6 +243,12 @@ func (an *analyser) walk(prefix string, m map[string]any, valid bool) {
 		}
 	}
 }
+
+// secretWarning is the warning of a plain value that [LooksLikeSecret]: it
+// names the key (the Problem's), never the value or its length.
+const secretWarning = `is a plain value that looks like a secret (long and random, or a private key): spec.data is kept in Git and in the cluster, ` +
+	`readable by anyone who can read the object; generate it with a template (<random:N>, <hex:N>, <ssh:private>, <age:secret>), ` +
+	`or declare it as "" and fill it in Vault by hand`
 
 // looksLikeTemplate warns about a plain string v that is a template with
 // white space around it, or holds one inside other text or unclosed. The

@@ -306,6 +306,8 @@ func TestAnalyseWarnings(t *testing.T) {
 			warn("a.false", `key name "false" is what YAML 1.1 makes of an unquoted on, off, yes, no, y or n: quote the key in the YAML if you meant that name`),
 			warn("true", `key name "true" is what YAML 1.1 makes of an unquoted on, off, yes, no, y or n: quote the key in the YAML if you meant that name`),
 		}},
+		{name: "a plain value that looks like a secret: the key, never the value", data: m{"a": m{"token": "q7RzK2mX9vLp4TnW8bYc"}, "user": "admin", "url": "https://x.example/Ab1Cd2Ef3Gh4Ij5Kl6Mn7"},
+			want: []Problem{warn("a.token", secretWarning)}},
 		{name: "a malformed template is not named", data: m{"a": " <random:0>"}, want: []Problem{warn("a",
 			"is plain text that looks like a template with white space around it: the controller writes the text as it is; remove the white space to make it a template")}},
 	}

@@ -247,6 +247,18 @@ func TestValidateInputs(t *testing.T) {
 			want:  result{Code: exitValid, Stderr: "-:vo/u: warning: a: is plain text, the template <random:12> without its closing '>': it is stored in Vault literally, as typed, not generated; write <random:12> to generate the value\n"},
 		},
 		{
+			name:  "a plain value that looks like a secret is a warning naming its key, never the value",
+			stdin: vaultSeed("s", "  path: ohmlab/s\n  data:\n    user: admin\n    api: {token: q7RzK2mX9vLp4TnW8bYc}\n"),
+			args:  []string{"validate", "-"},
+			want:  result{Code: exitValid, Stderr: "-:vo/s: warning: api.token: is a plain value that looks like a secret (long and random, or a private key): spec.data is kept in Git and in the cluster, readable by anyone who can read the object; generate it with a template (<random:N>, <hex:N>, <ssh:private>, <age:secret>), or declare it as \"\" and fill it in Vault by hand\n"},
+		},
+		{
+			name:  "an object too large for client-side kubectl apply is a warning",
+			stdin: vaultSeed("big", "  path: ohmlab/big\n  data:\n    bundle: "+strings.Repeat("x", 300<<10)+"\n"),
+			args:  []string{"validate", "-"},
+			want:  result{Code: exitValid, Stderr: "-:vo/big: warning: the object is 301 KiB of JSON, more than the 256 KiB that client-side kubectl apply (and Argo CD's default sync) keeps of it in the annotation kubectl.kubernetes.io/last-applied-configuration: kubectl apply refuses it; apply it server-side (kubectl apply --server-side, Argo CD's ServerSideApply=true), or split its keys over several objects\n"},
+		},
+		{
 			name:  "warnings go to stderr and do not fail",
 			stdin: vaultSeed("a", "  path: ohmlab/a\n  data:\n    p: "+secret+"\n  rotate:\n    token: \"1\"\n"),
 			args:  []string{"validate", "-"},

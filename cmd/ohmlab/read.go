@@ -322,8 +322,19 @@ func decodeSeed(file string, line int, apiVersion string, j []byte) object {
 		o.Problems = append(o.Problems, validate.Problem{Reason: templating.ReasonInvalidSpec, Key: validate.KeyName,
 			Message: "is empty: kubectl apply needs a name"})
 	}
+	if len(j) > maxClientSideApply {
+		o.Warnings = append(o.Warnings, validate.Problem{Message: fmt.Sprintf("the object is %d KiB of JSON, more than the 256 KiB "+
+			"that client-side kubectl apply (and Argo CD's default sync) keeps of it in the annotation kubectl.kubernetes.io/last-applied-configuration: "+
+			"kubectl apply refuses it; apply it server-side (kubectl apply --server-side, Argo CD's ServerSideApply=true), or split its keys over several objects",
+			(len(j)+1023)/1024)})
+	}
 	return o
 }
+
+// maxClientSideApply is the most bytes of annotations an object may have
+// (the API server's limit, apimachinery's TotalAnnotationSizeLimitB), which
+// client-side kubectl apply fills with the object's JSON.
+const maxClientSideApply = 256 << 10
 
 // jsonKind names, with its article, the JSON kind a Go type decodes from.
 func jsonKind(t reflect.Type) string {
