@@ -42,6 +42,11 @@ func runBoth(ctx context.Context, cfg config, out io.Writer) error {
 		if cfg.heapProfile != "" {
 			c.heapProfile = cfg.heapProfile + "-" + strings.ReplaceAll(b.name, " ", "-")
 		}
+		if b.name == "baseline" {
+			// -values are this build's; the baseline runs today's chart
+			// with its own -baseline-values only.
+			c.values = nil
+		}
 		if b.name == "baseline" && cfg.baselineValues != "" {
 			if err := yaml.Unmarshal([]byte(cfg.baselineValues), &c.values); err != nil {
 				return fmt.Errorf("-baseline-values: %w", err)

@@ -48,6 +48,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
 	"github.com/ohmlab/ohmlab-controller/test/e2e"
@@ -79,6 +80,8 @@ type config struct {
 	// baselineValues are chart values (YAML) of the baseline's run: its
 	// build's defaults where today's chart changed them.
 	baselineValues string
+	// thisValues are chart values (YAML) of this build's run (-values).
+	thisValues string
 	// values are the chart values of this run, over the benchmark's own.
 	values map[string]any
 }
@@ -99,6 +102,7 @@ func main() {
 	flag.StringVar(&cfg.workload, "workload", workloadBcrypt, "The objects: bcrypt (a <random:24> password, its <bcrypt:> hash and, every second object, a <ref:> to the previous one's password) or random (one <random:24> key).")
 	flag.StringVar(&cfg.baseline, "baseline", "", "Another ohmlab-controller binary (an older build) measured the same way after this one, on fresh servers; both columns are printed.")
 	flag.StringVar(&cfg.baselineValues, "baseline-values", "", "Chart values (YAML) for the baseline's run only, where its build's defaults differ from today's chart, e.g. '{targets: {vault: {concurrency: 4, backend: {qps: 100, burst: 200}}}}' for a build before issue 25.")
+	flag.StringVar(&cfg.thisValues, "values", "", "Chart values (YAML) for this build's run, over today's chart, e.g. '{gogc: 30}' to measure another default.")
 	flag.BoolVar(&cfg.creationOnly, "creation-only", false, "Stop once all N objects are Ready: creation's figures only.")
 	flag.StringVar(&cfg.creationProfile, "cpuprofile-creation", "", "Write CPU profiles of the controller from the creation of the N objects until all are Ready to PREFIX-1.pprof, PREFIX-2.pprof... (10 s each; go tool pprof PREFIX-*.pprof merges them).")
 	flag.StringVar(&cfg.logDir, "dir", "", "Directory for the environment's files and controller.log (default: a new temporary directory, kept).")
@@ -109,6 +113,12 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if cfg.thisValues != "" {
+		if err := yaml.Unmarshal([]byte(cfg.thisValues), &cfg.values); err != nil {
+			fmt.Fprintln(os.Stderr, "benchscale: -values:", err)
+			os.Exit(2)
+		}
+	}
 	err := func() error {
 		if cfg.baseline != "" {
 			return runBoth(ctx, cfg, os.Stdout)
