@@ -24,6 +24,9 @@ const (
 	factSeen fact = 1 << iota
 	// factAttempted: reconciled at least once by this process.
 	factAttempted
+	// factWaitUnreported: a wait of the object was left unreported while
+	// its source's object was yet to be reconciled (sourcesComing).
+	factWaitUnreported
 )
 
 // add records f of key and reports whether it was already recorded.

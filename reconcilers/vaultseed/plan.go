@@ -255,6 +255,13 @@ func plan(d Desired, o Observed, g templating.Generator) (Plan, error) {
 			delete(remaining, k)
 		}
 	}
+	if lacksPendingCopy(pending, remaining) {
+		// The plan holds back every key (below), so the fill only tells
+		// what waits: a dry one, without the bcrypt hash of a password
+		// that is never written (issue 25: a dependent reconciled before
+		// its source's first write hashed for nothing).
+		g.Dry = true
+	}
 	fill, err := g.Fill(d.Analysis, templating.FillInput{Current: remaining, Regenerate: regenerate, Refs: refs, Object: d.Owner,
 		Checked: checkedPairs(d, path, current, o.Written)})
 	if err != nil {
@@ -307,6 +314,18 @@ func plan(d Desired, o Observed, g templating.Generator) (Plan, error) {
 	p.Carried = carried(d, p.ManagedKeys, fill.Changes, current, path.Version, o.Written)
 	sortActions(p.Actions)
 	return p, nil
+}
+
+// lacksPendingCopy says whether the path lacks the copy of a reference
+// whose source is pending: Fill holds that key (its source is not in the
+// refs it is given), and the plan then holds back everything.
+func lacksPendingCopy(pending map[string]string, current map[string]any) bool {
+	for k := range pending {
+		if _, present := current[k]; !present {
+			return true
+		}
+	}
+	return false
 }
 
 // hold is a plan that writes nothing and leaves the managed keys as they

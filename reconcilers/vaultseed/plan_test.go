@@ -923,6 +923,45 @@ func TestPlanRefPending(t *testing.T) {
 	}
 }
 
+// A plan that waits for the missing copy of a reference hashes nothing: it
+// writes nothing, so a hash of a password made for it would be thrown away
+// (issue 25: a dependent reconciled before its source's first write cost a
+// bcrypt hash). Its generator cannot hash (a cost above bcrypt's maximum):
+// a plan that hashes fails.
+func TestPlanWaitingForACopyHashesNothing(t *testing.T) {
+	noHash := testGen()
+	noHash.BcryptCost = bcrypt.MaxCost + 1
+	data := m{"password": "<random:24>", "hash": "<bcrypt:password>", "previous": "<ref:" + pgRef + ">"}
+	for _, tc := range []struct {
+		name string
+		path *vaultkv.Secret
+		// hashes: the plan writes a hash, so this generator fails it.
+		hashes bool
+	}{
+		{name: "a new path, its copy missing", path: &vaultkv.Secret{}},
+		{name: "an existing path without its copy", path: ours(5, m{"password": storedPassword})},
+		{name: "the copy on the path: the rest is maintained, the hash made", path: ours(5, m{"previous": "old-copy"}), hashes: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := desired(t, spec{data: data})
+			got, err := plan(d, observe(&d, tc.path, nil, nil), noHash)
+			if tc.hashes {
+				if err == nil {
+					t.Fatalf("plan: no error from a generator that cannot hash; got %+v", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("plan: %v", err)
+			}
+			want := Plan{Outcome: OutcomeWait, Reason: ohmlabv1alpha1.ReasonRefPending, Message: "waiting for " + pgRef + " (path missing)", CAS: tc.path.Version}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // TestPlanStop: a path only a person can unblock (owned by another object,
 // latest version deleted) gets no action at all.
 func TestPlanStop(t *testing.T) {

@@ -110,6 +110,9 @@ type outcome struct {
 	// timedOut: Vault did not answer in time, so the reconcile did not
 	// complete (alert OhmlabReconcileStale).
 	timedOut bool
+	// absentSources are the reference sources read absent, when the plan
+	// waits.
+	absentSources []string
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -154,6 +157,9 @@ func (r *Reconciler) Reconcile(parent context.Context, req ctrl.Request) (ctrl.R
 		return ctrl.Result{}, err
 	}
 	out.timedOut = out.timedOut || ctx.Err() != nil
+	if r.sourcesComing(ctx, seed, out) {
+		return ctrl.Result{RequeueAfter: r.backoff.When(req.NamespacedName)}, nil
+	}
 	// A reconcile that ran out of time still reports why (Vault hangs):
 	// status gets a deadline of its own.
 	reportCtx, cancelReport := context.WithTimeout(parent, reportTimeout)
@@ -169,6 +175,68 @@ func (r *Reconciler) Reconcile(parent context.Context, req ctrl.Request) (ctrl.R
 	}
 	r.backoff.Forget(req.NamespacedName)
 	return r.resync(req.NamespacedName, time.Now()), nil
+}
+
+// sourcesComing says whether a new object's first wait is left unreported:
+// it is RefPending, writes nothing, has never reported a status, and a
+// source it waits for, read absent, is the path of an object of this
+// process that this process has yet to reconcile. That object's first write
+// wakes it (notifyDependents), and its backoff retry comes anyway, so a
+// RefPending status and Warning event, stale a moment later, would only
+// cost two Kubernetes writes (issue 25: about a fifth of the dependents
+// created beside their sources are reconciled just before them). Once per
+// object and process: its next wait is reported, whatever its sources.
+func (r *Reconciler) sourcesComing(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, out outcome) bool {
+	p := out.plan
+	if r.ObserveOnly || p == nil || p.Outcome != OutcomeWait || !p.Empty() || len(out.absentSources) == 0 ||
+		findCondition(seed, ohmlabv1alpha1.ConditionReady) != nil {
+		return false
+	}
+	key := client.ObjectKeyFromObject(seed)
+	if r.known.has(key, factWaitUnreported) {
+		return false
+	}
+	for _, path := range out.absentSources {
+		if path != seed.Spec.Path && r.unreconciledOwner(ctx, path) {
+			r.known.add(key, factWaitUnreported)
+			ctrl.LoggerFrom(ctx).V(1).Info("waiting for a source whose object is yet to be reconciled; not reporting RefPending", "path", seed.Spec.Path, "source", path)
+			return true
+		}
+	}
+	return false
+}
+
+// unreconciledOwner reports whether path is the own path of an object of
+// this process that this process has not reconciled yet (queued for its
+// first reconcile here). When the cache cannot answer, it says no: the wait
+// is then reported.
+func (r *Reconciler) unreconciledOwner(ctx context.Context, path string) bool {
+	var list ohmlabv1alpha1.VaultSeedList
+	opts := []client.ListOption{client.MatchingFields{seeds.IndexPath: path}, client.UnsafeDisableDeepCopy}
+	if r.Selector != nil {
+		opts = append(opts, client.MatchingLabelsSelector{Selector: r.Selector})
+	}
+	if err := r.Client.List(ctx, &list, opts...); err != nil {
+		return false
+	}
+	for i := range list.Items {
+		if !r.known.has(client.ObjectKeyFromObject(&list.Items[i]), factAttempted) {
+			return true
+		}
+	}
+	return false
+}
+
+// absentSources are the paths of refs read absent, sorted.
+func absentSources(refs map[string]*vaultkv.Secret) []string {
+	var out []string
+	for path, s := range refs {
+		if s == nil || !s.Exists {
+			out = append(out, path)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // desiredOf is what the object declares, with the given managed keys.
@@ -248,6 +316,9 @@ func (r *Reconciler) sync(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed) (
 			return out, nil
 		}
 		out.result, out.backoff = planResult(p, version)
+		if p.Outcome == OutcomeWait {
+			out.absentSources = absentSources(pl.observed.Refs)
+		}
 		return out, nil
 	}
 	return outcome{result: waitingResult(ohmlabv1alpha1.ReasonProgressing,

@@ -90,6 +90,8 @@ type controllerOptions struct {
 	// client wraps the manager's client the reconciler reads and writes
 	// through; default: the manager's.
 	client func(client.Client) client.Client
+	// concurrency is the number of workers; default 2.
+	concurrency int
 }
 
 // fixture is one test's controller and namespace.
@@ -151,7 +153,10 @@ func startController(t testing.TB, opts controllerOptions) *fixture {
 		Timeout:      opts.timeout,
 		Selector:     opts.selector,
 	}
-	g.Expect(r.SetupWithManager(mgr, 2)).To(Succeed())
+	if opts.concurrency == 0 {
+		opts.concurrency = 2
+	}
+	g.Expect(r.SetupWithManager(mgr, opts.concurrency)).To(Succeed())
 	f.r, f.metrics = r, r.Metrics
 	done := make(chan struct{})
 	go func() {

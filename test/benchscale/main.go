@@ -25,6 +25,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -244,6 +245,11 @@ func (r *report) measure(ctx context.Context, cfg config) error {
 		return err
 	}
 	seenBefore := len(proxy.Seen())
+	apiBefore, err := apiRequestsNow(ctx, rc)
+	if err != nil {
+		return err
+	}
+	eventsBefore := w.eventsByReason()
 	cpuBefore, err := processCPU()
 	if err != nil {
 		return err
@@ -294,6 +300,12 @@ func (r *report) measure(ctx context.Context, cfg config) error {
 		return err
 	}
 	r.creationCPU = cpuSince(cpuBefore, cpuReady)
+	apiReady, err := apiRequestsNow(ctx, rc)
+	if err != nil {
+		return err
+	}
+	r.creationAPI = apiReady.sub(apiBefore)
+	r.creationEvents = w.eventsByReason().sub(eventsBefore)
 	progress("all Ready after %s", r.toReady.Round(time.Second))
 	close(profiled)
 	if cfg.creationProfile != "" {
@@ -579,14 +591,20 @@ type watch struct {
 	reason  map[string]string
 	readyBy map[string]int // objects seen Ready, by name prefix ("bench-")
 	writes  int
+	// events counts the Events created, by reason, and their updates
+	// (a repeat folded into a series) under seriesUpdate.
+	events map[string]int
 }
+
+// seriesUpdate is the key of watch.events that counts Event updates.
+const seriesUpdate = "(series updates)"
 
 func startWatch(ctx context.Context, rc *rest.Config, env *e2e.Env) (*watch, error) {
 	c, err := cache.New(rc, cache.Options{Scheme: env.CP.Scheme, DefaultNamespaces: map[string]cache.Config{e2e.SeedNamespace: {}}})
 	if err != nil {
 		return nil, err
 	}
-	w := &watch{changed: make(chan struct{}), ready: map[string]time.Time{}, reason: map[string]string{}, readyBy: map[string]int{}}
+	w := &watch{changed: make(chan struct{}), ready: map[string]time.Time{}, reason: map[string]string{}, readyBy: map[string]int{}, events: map[string]int{}}
 	seeds, err := c.GetInformer(ctx, &ohmlabv1alpha1.VaultSeed{})
 	if err != nil {
 		return nil, err
@@ -602,10 +620,16 @@ func startWatch(ctx context.Context, rc *rest.Config, env *e2e.Env) (*watch, err
 		return nil, err
 	}
 	if _, err := events.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { w.write() },
+		AddFunc: func(o any) {
+			reason := "(unknown)"
+			if e, ok := o.(*eventsv1.Event); ok {
+				reason = e.Type + " " + e.Reason
+			}
+			w.write(reason)
+		},
 		UpdateFunc: func(old, o any) {
 			if changed(old, o) {
-				w.write()
+				w.write(seriesUpdate)
 			}
 		},
 	}); err != nil {
@@ -650,10 +674,42 @@ func (w *watch) seed(o any, update bool) {
 	w.changed = make(chan struct{})
 }
 
-func (w *watch) write() {
+func (w *watch) write(event string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.writes++
+	w.events[event]++
+}
+
+// eventCounts are Events seen, by "type reason" and seriesUpdate.
+type eventCounts map[string]int
+
+func (w *watch) eventsByReason() eventCounts {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return maps.Clone(eventCounts(w.events))
+}
+
+func (e eventCounts) sub(before eventCounts) eventCounts {
+	out := eventCounts{}
+	for k, v := range e {
+		if d := v - before[k]; d > 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+func (e eventCounts) String() string {
+	keys := slices.Sorted(maps.Keys(e))
+	if len(keys) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, e[k])
+	}
+	return strings.Join(parts, ", ")
 }
 
 func (w *watch) readyAt(name string) time.Time {
@@ -848,6 +904,10 @@ type report struct {
 	pathRequests pathRequests
 	// creationCPU is the CPU-seconds to Ready of each process of the run.
 	creationCPU string
+	// creationAPI are the API server's requests to Ready, every client's;
+	// creationEvents the Events seen meanwhile.
+	creationAPI    apiRequests
+	creationEvents eventCounts
 	// dropped are the configuration keys this build refused (startAccepted).
 	dropped      []string
 	creationOnly bool
@@ -890,6 +950,9 @@ func (r report) write(tw io.Writer) {
 	fmt.Fprintf(tw, "  per new path, by operation\t%s (%d new paths)\n", opsPerPath(r.creation.requests, r.newPaths), r.newPaths)
 	fmt.Fprintf(tw, "Vault KV requests per new path to Ready (HTTP, counted by a proxy)\t%s\n", r.pathRequests.perPath(r.newPaths))
 	fmt.Fprintf(tw, "CPU-s to Ready by process (this machine's)\t%s\n", r.creationCPU)
+	fmt.Fprintf(tw, "API server writes to Ready, every client's (apiserver_request_total)\t%s\n", r.creationAPI.format(true))
+	fmt.Fprintf(tw, "  its other requests\t%s\n", r.creationAPI.format(false))
+	fmt.Fprintf(tw, "  Events seen to Ready, by type and reason\t%s\n", r.creationEvents)
 	if r.creationOnly {
 		fmt.Fprintf(tw, "memory\t%s high-water mark (VmHWM), %s resident at Ready\n", mib(r.hwm), mib(r.rss))
 		return
