@@ -51,9 +51,12 @@ func apiRequestsNow(ctx context.Context, rc *rest.Config) (apiRequests, error) {
 }
 
 // sub is the requests made since before.
-func (a apiRequests) sub(before apiRequests) apiRequests {
-	out := apiRequests{}
-	for k, v := range a {
+func (a apiRequests) sub(before apiRequests) apiRequests { return since(a, before) }
+
+// since is what each counter of now gained over before (counters that did not move are left out).
+func since[M ~map[string]V, V int | float64](now, before M) M {
+	out := M{}
+	for k, v := range now {
 		if d := v - before[k]; d > 0 {
 			out[k] = d
 		}

@@ -690,15 +690,7 @@ func (w *watch) eventsByReason() eventCounts {
 	return maps.Clone(eventCounts(w.events))
 }
 
-func (e eventCounts) sub(before eventCounts) eventCounts {
-	out := eventCounts{}
-	for k, v := range e {
-		if d := v - before[k]; d > 0 {
-			out[k] = d
-		}
-	}
-	return out
-}
+func (e eventCounts) sub(before eventCounts) eventCounts { return since(e, before) }
 
 func (e eventCounts) String() string {
 	keys := slices.Sorted(maps.Keys(e))
