@@ -358,10 +358,12 @@ type hostState struct {
 	Mounts []string
 	// Links are the host's network interfaces; Routes its routing table;
 	// Ruleset its iptables rules (iptables-save, without the timestamps
-	// and counters).
+	// and counters); IPSets its ipsets' names (kube-router's are the
+	// node's, never the host's).
 	Links   []string
 	Routes  string
 	Ruleset string
+	IPSets  string
 	// Cgroups are the kubepods and daemon cgroups in any hierarchy.
 	Cgroups []string
 	// Processes are those whose command line names the state directory
@@ -403,6 +405,10 @@ func snapshotHost(t *testing.T, l Layout) hostState {
 			s.Ruleset += counters.ReplaceAllString(line, "") + "\n"
 		}
 	}
+	if out, err = exec.Command("ipset", "list", "-n").Output(); err != nil {
+		t.Fatal(err)
+	}
+	s.IPSets = string(out)
 	for _, c := range []string{KubepodsCgroup, DaemonCgroup} {
 		dirs, err := cgroupDirs(c)
 		if err != nil {

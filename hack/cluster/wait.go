@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -97,8 +98,8 @@ func (w *waiter) apiServer(ctx context.Context) error {
 }
 
 // node waits for what a workload needs: the Node Ready with its pod CIDR,
-// kube-proxy's rules synced (its healthz), and the default namespace's
-// ServiceAccount (the token controller runs).
+// kube-proxy's rules and kube-router's firewall synced (their healthz),
+// and the default namespace's ServiceAccount (the token controller runs).
 func (w *waiter) node(ctx context.Context, timeout time.Duration) error {
 	if err := w.poll(ctx, timeout, "node "+NodeName+" Ready", func(ctx context.Context) (bool, error) {
 		n, err := w.client.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
@@ -123,21 +124,16 @@ func (w *waiter) node(ctx context.Context, timeout time.Duration) error {
 	}); err != nil {
 		return err
 	}
-	healthz := "http://" + NodeIP.Addr().String() + ":10256/healthz"
-	hc := &http.Client{Timeout: 2 * time.Second}
-	if err := w.poll(ctx, timeout, "kube-proxy "+healthz, func(ctx context.Context) (bool, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, healthz, nil)
-		if err != nil {
-			return false, err
+	// kube-proxy's rules, then kube-router's firewall: a pod started
+	// before its first sync would run without its policies.
+	for _, h := range []struct {
+		what string
+		port int
+	}{{"kube-proxy", 10256}, {"kube-router", KubeRouterHealthPort}} {
+		healthz := "http://" + NodeIP.Addr().String() + ":" + strconv.Itoa(h.port) + "/healthz"
+		if err := w.poll(ctx, timeout, h.what+" "+healthz, func(ctx context.Context) (bool, error) { return httpOK(ctx, healthz) }); err != nil {
+			return err
 		}
-		res, err := hc.Do(req)
-		if err != nil {
-			return false, err
-		}
-		res.Body.Close()
-		return res.StatusCode == http.StatusOK, nil
-	}); err != nil {
-		return err
 	}
 	return w.poll(ctx, timeout, "the default ServiceAccount", func(ctx context.Context) (bool, error) {
 		_, err := w.client.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
@@ -146,4 +142,18 @@ func (w *waiter) node(ctx context.Context, timeout time.Duration) error {
 		}
 		return err == nil, err
 	})
+}
+
+// httpOK says whether a GET of url answers 200.
+func httpOK(ctx context.Context, url string) (bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false, err
+	}
+	res, err := (&http.Client{Timeout: 2 * time.Second}).Do(req)
+	if err != nil {
+		return false, err
+	}
+	res.Body.Close()
+	return res.StatusCode == http.StatusOK, nil
 }
