@@ -122,7 +122,7 @@ func TestSmokeFailedUp(t *testing.T) {
 	if err := os.Mkdir(broken, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy"} {
+	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "kube-router"} {
 		if err := os.Symlink(filepath.Join(k8sBin, b), filepath.Join(broken, b)); err != nil {
 			t.Fatal(err)
 		}

@@ -158,12 +158,20 @@ func Up(ctx context.Context, o Options) (kubeconfig string, err error) {
 	if err := grantKubeRouter(ctx, w.client); err != nil {
 		return "", err
 	}
-	for _, name := range []string{"kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "kube-router"} {
+	for _, name := range []string{"kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy"} {
 		if err := startOne(d[name]); err != nil {
 			return "", err
 		}
 	}
 	if err := w.node(ctx, o.Timeout); err != nil {
+		return "", err
+	}
+	// kube-router finds its Node at start, and a pod started before its
+	// first sync would run without its policies.
+	if err := startOne(d["kube-router"]); err != nil {
+		return "", err
+	}
+	if err := w.healthz(ctx, o.Timeout, "kube-router", KubeRouterHealthPort); err != nil {
 		return "", err
 	}
 	o.logf("node %s Ready in %s; kube-apiserver %s; pods %s, Services %s", NodeName, time.Since(start).Round(100*time.Millisecond), APIServerURL(), PodCIDR, ServiceCIDR)

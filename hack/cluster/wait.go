@@ -98,8 +98,8 @@ func (w *waiter) apiServer(ctx context.Context) error {
 }
 
 // node waits for what a workload needs: the Node Ready with its pod CIDR,
-// kube-proxy's rules and kube-router's firewall synced (their healthz),
-// and the default namespace's ServiceAccount (the token controller runs).
+// kube-proxy's rules synced (its healthz), and the default namespace's
+// ServiceAccount (the token controller runs).
 func (w *waiter) node(ctx context.Context, timeout time.Duration) error {
 	if err := w.poll(ctx, timeout, "node "+NodeName+" Ready", func(ctx context.Context) (bool, error) {
 		n, err := w.client.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
@@ -124,16 +124,8 @@ func (w *waiter) node(ctx context.Context, timeout time.Duration) error {
 	}); err != nil {
 		return err
 	}
-	// kube-proxy's rules, then kube-router's firewall: a pod started
-	// before its first sync would run without its policies.
-	for _, h := range []struct {
-		what string
-		port int
-	}{{"kube-proxy", 10256}, {"kube-router", KubeRouterHealthPort}} {
-		healthz := "http://" + NodeIP.Addr().String() + ":" + strconv.Itoa(h.port) + "/healthz"
-		if err := w.poll(ctx, timeout, h.what+" "+healthz, func(ctx context.Context) (bool, error) { return httpOK(ctx, healthz) }); err != nil {
-			return err
-		}
+	if err := w.healthz(ctx, timeout, "kube-proxy", 10256); err != nil {
+		return err
 	}
 	return w.poll(ctx, timeout, "the default ServiceAccount", func(ctx context.Context) (bool, error) {
 		_, err := w.client.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
@@ -142,6 +134,13 @@ func (w *waiter) node(ctx context.Context, timeout time.Duration) error {
 		}
 		return err == nil, err
 	})
+}
+
+// healthz waits for a daemon's /healthz on the node's address to answer
+// 200.
+func (w *waiter) healthz(ctx context.Context, timeout time.Duration, what string, port int) error {
+	url := "http://" + NodeIP.Addr().String() + ":" + strconv.Itoa(port) + "/healthz"
+	return w.poll(ctx, timeout, what+" "+url, func(ctx context.Context) (bool, error) { return httpOK(ctx, url) })
 }
 
 // httpOK says whether a GET of url answers 200.
