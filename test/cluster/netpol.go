@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -47,7 +48,11 @@ func NetworkPolicyValues(ctx context.Context, c *Cluster, vaultAddr string) (map
 	if err != nil {
 		return nil, err
 	}
-	host, port, err := net.SplitHostPort(u.Host)
+	host, p, err := net.SplitHostPort(u.Host)
+	if err != nil {
+		return nil, fmt.Errorf("Vault's address %s: %w", vaultAddr, err)
+	}
+	port, err := strconv.Atoi(p)
 	if err != nil {
 		return nil, fmt.Errorf("Vault's address %s: %w", vaultAddr, err)
 	}
