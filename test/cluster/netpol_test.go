@@ -12,6 +12,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 )
 
 // networkPolicyEnforced: the release runs with networkPolicy.enabled
@@ -91,10 +92,15 @@ func want(connects bool) string {
 	return "refused by the NetworkPolicy"
 }
 
+// describePolicies prints the policies' specs as YAML, for a failure.
 func describePolicies(ps []networkingv1.NetworkPolicy) string {
 	var b strings.Builder
 	for _, p := range ps {
-		fmt.Fprintf(&b, "\n  %s: pods %v, ingress %+v, egress %+v", p.Name, p.Spec.PodSelector.MatchLabels, p.Spec.Ingress, p.Spec.Egress)
+		spec, err := yaml.Marshal(p.Spec)
+		if err != nil {
+			spec = []byte(err.Error())
+		}
+		fmt.Fprintf(&b, "\n%s:\n%s", p.Name, spec)
 	}
 	return b.String()
 }
