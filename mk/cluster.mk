@@ -5,9 +5,12 @@
 CLUSTER_DIR      ?= $(CURDIR)/.cluster
 CLUSTER          := $(CLUSTER_DIR)/bin/cluster
 CLUSTER_TIMEOUT  ?= 2m
-NODE_BINS        := $(BIN)/k8s/kubelet $(BIN)/k8s/kube-controller-manager $(BIN)/k8s/kube-scheduler $(BIN)/k8s/kube-proxy
+K8S_NODE_BINS    := $(BIN)/k8s/kubelet $(BIN)/k8s/kube-controller-manager $(BIN)/k8s/kube-scheduler $(BIN)/k8s/kube-proxy
+# kube-router's firewall enforces NetworkPolicy on the node (test/tools/kube-router, its own module).
+KUBE_ROUTER      := $(BIN)/k8s/kube-router
+NODE_BINS        := $(K8S_NODE_BINS) $(KUBE_ROUTER)
 TEST_MODULES     += hack/cluster
-CLUSTER_DEBS     := containerd runc containernetworking-plugins iptables conntrack iproute2
+CLUSTER_DEBS     := containerd runc containernetworking-plugins iptables conntrack ipset iproute2
 # The node binaries carry their release, as the Node object and /version show it.
 K8S_VERSION      := v1.37.2
 NODE_LDFLAGS     := -s -w -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
@@ -15,15 +18,19 @@ NODE_LDFLAGS     := -s -w -X k8s.io/component-base/version.gitVersion=$(K8S_VERS
 
 # go build leaves an up-to-date binary untouched: touch it, or make would ask go again every time.
 # (K8S_MOD is defined after the mk/ files are included: name the files here.)
-$(NODE_BINS): $(BIN)/k8s/%: test/tools/k8s/go.mod test/tools/k8s/go.sum
+$(K8S_NODE_BINS): $(BIN)/k8s/%: test/tools/k8s/go.mod test/tools/k8s/go.sum
 	cd test/tools/k8s && go build -trimpath -ldflags='$(NODE_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/$*
 	@touch $@
 
+$(KUBE_ROUTER): test/tools/kube-router/go.mod test/tools/kube-router/go.sum
+	cd test/tools/kube-router && go build -trimpath -ldflags='-s -w' -o $@ github.com/cloudnativelabs/kube-router/v2/cmd/kube-router
+	@touch $@
+
 .PHONY: node-bins
-node-bins: $(NODE_BINS) ## Build kubelet, kube-controller-manager, kube-scheduler, kube-proxy into bin/k8s.
+node-bins: $(NODE_BINS) ## Build kubelet, kube-controller-manager, kube-scheduler, kube-proxy and kube-router into bin/k8s.
 
 .PHONY: cluster-deps
-cluster-deps: ## Install containerd, runc, the CNI plugins, iptables, conntrack and iproute2 from Debian when missing (root).
+cluster-deps: ## Install containerd, runc, the CNI plugins, iptables, conntrack, ipset and iproute2 from Debian when missing (root).
 	@test "$$(id -u)" = 0 || { echo "make cluster needs root: it runs containerd and the kubelet and changes sysctls (docs/real-node.md)" >&2; exit 1; }
 	@missing=; for p in $(CLUSTER_DEBS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then echo "apt-get install$$missing" >&2; \

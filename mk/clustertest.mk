@@ -8,6 +8,8 @@ CLUSTER_IMAGE         = $(CLUSTER_IMAGE_REPO):$(VERSION)
 CLUSTER_NETNS        := ohmlab-node
 CLUSTER_NODE_IP      := 10.77.0.2
 CLUSTER_TEST_TIMEOUT ?= 20m
+# The NetworkPolicy step's probe pods run test/cluster/cmd/dial, imported as a one-binary image.
+CLUSTER_DIAL_IMAGE   := ohmlab.fr/test/dial:v1
 
 .PHONY: test-cluster
 # A test of the working tree, not a release: uncommitted work is built too (no provenance then).
@@ -18,11 +20,13 @@ test-cluster: $(BIN)/k8s/kubectl $(BIN)/vault $(BIN)/cosign image cluster-deps $
 	@# an up refused because a node is up already must not take that one down: the down trap is set
 	@# once this up succeeded.
 	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
-	go -C $(CURDIR)/test/cluster test -c -o "$$tmp/cluster.test" .; \
-	go -C $(CURDIR)/hack/chart build -o "$$tmp/chart" .; \
+	go -C $(CURDIR)/test/cluster test -c -o "$$tmp/cluster.test" . || exit 1; \
+	go -C $(CURDIR)/hack/chart build -o "$$tmp/chart" . || exit 1; \
+	CGO_ENABLED=0 go -C $(CURDIR)/test/cluster build -trimpath -ldflags='-s -w' -o "$$tmp/dial" ./cmd/dial || exit 1; \
 	kubeconfig=$$($(MAKE) -s --no-print-directory -C $(CURDIR) cluster) || exit 1; \
 	trap '$(MAKE) -s --no-print-directory -C $(CURDIR) cluster-down; rm -rf "$$tmp"' EXIT; \
 	$(MAKE) -s --no-print-directory -C $(CURDIR) cluster-load ARCHIVE=$(DIST)/$(IMAGE_NAME)-$(VERSION).oci.tar NAME=$(CLUSTER_IMAGE_REPO) || exit 1; \
+	$(CLUSTER) load-binary -dir $(CLUSTER_DIR) $(CLUSTER_DIAL_IMAGE) "$$tmp/dial" || exit 1; \
 	cd $(CURDIR)/test/cluster && \
 	  OHMLAB_CLUSTER_KUBECONFIG=$$kubeconfig \
 	  OHMLAB_CLUSTER_NODE_EXEC="ip netns exec $(CLUSTER_NETNS)" \
@@ -30,6 +34,7 @@ test-cluster: $(BIN)/k8s/kubectl $(BIN)/vault $(BIN)/cosign image cluster-deps $
 	  OHMLAB_CLUSTER_IMAGE=$(CLUSTER_IMAGE) \
 	  OHMLAB_CLUSTER_IMAGE_LAYOUT=$(DIST)/oci \
 	  OHMLAB_CLUSTER_COSIGN=$(BIN)/cosign \
+	  OHMLAB_CLUSTER_DIAL_IMAGE=$(CLUSTER_DIAL_IMAGE) \
 	  "$$tmp/cluster.test" -test.count=1 -test.v -test.timeout=$(CLUSTER_TEST_TIMEOUT)
 
 .PHONY: verify-clustertest

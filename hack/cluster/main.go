@@ -5,12 +5,14 @@
 //	cluster up   [-dir DIR] [-k8s-bin DIR] [-pause FILE] [-timeout D]
 //	cluster down [-dir DIR]
 //	cluster load [-dir DIR] [-name BASE] ARCHIVE...
+//	cluster load-binary [-dir DIR] REF BINARY
 //	cluster exec -- COMMAND [ARG...]
 //
 // up starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-// containerd (with runc and the CNI bridge plugin), the kubelet and
-// kube-proxy (iptables mode), all in the network namespace ohmlab-node,
-// waits until the node is Ready, kube-proxy has synced and the default
+// containerd (with runc and the CNI bridge plugin), the kubelet,
+// kube-proxy (iptables mode) and kube-router's NetworkPolicy firewall, all
+// in the network namespace ohmlab-node, waits until the node is Ready,
+// kube-proxy and kube-router have synced and the default
 // ServiceAccount exists, and prints the admin kubeconfig's path. It needs
 // root. There is no cluster DNS (no image can be pulled for CoreDNS): give
 // pods addresses, not names.
@@ -32,8 +34,11 @@
 //     the pods; a server on the host bound to 10.77.0.1 is reachable from
 //     the pods too.
 //   - images: cluster load imports an archive into containerd's k8s.io
-//     namespace; pods must use imagePullPolicy: Never or IfNotPresent, as
-//     no registry is reachable. The sandbox image is built locally.
+//     namespace, cluster load-binary an image REF of one static BINARY (its
+//     entrypoint, run as 65535, as the pause image); pods must use
+//     imagePullPolicy: Never or IfNotPresent, as no registry is reachable.
+//     The sandbox image is built locally.
+//   - NetworkPolicy: enforced by kube-router's firewall (iptables, ipset).
 //   - admission: kube-apiserver's default plugins (PodSecurity,
 //     MutatingAdmissionWebhook, ValidatingAdmissionWebhook,
 //     ValidatingAdmissionPolicy, ResourceQuota...) plus NodeRestriction;
@@ -69,7 +74,7 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: cluster up|down|load|exec [flags]")
+		return fmt.Errorf("usage: cluster up|down|load|load-binary|exec [flags]")
 	}
 	fs := flag.NewFlagSet("cluster "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -80,7 +85,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	switch args[0] {
 	case "up":
-		k8sBin := fs.String("k8s-bin", "bin/k8s", "directory of etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy")
+		k8sBin := fs.String("k8s-bin", "bin/k8s", "directory of etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kube-router")
 		pause := fs.String("pause", "", "the static pause binary (default: DIR/bin/pause)")
 		timeout := fs.Duration("timeout", 2*time.Minute, "how long to wait for the node to become Ready")
 		if err := fs.Parse(args[1:]); err != nil {
@@ -128,6 +133,22 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		return Load(l, *base, fs.Args()...)
+	case "load-binary":
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		if fs.NArg() != 2 {
+			return fmt.Errorf("usage: cluster load-binary REF BINARY")
+		}
+		l, err := abs()
+		if err != nil {
+			return err
+		}
+		archive := filepath.Join(l.Images(), filepath.Base(fs.Arg(1))+".tar")
+		if err := WriteBinaryImage(fs.Arg(0), fs.Arg(1), archive); err != nil {
+			return err
+		}
+		return Load(l, "", archive)
 	case "exec":
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
@@ -139,6 +160,6 @@ func run(args []string, stdout, stderr io.Writer) error {
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
 		return cmd.Run()
 	default:
-		return fmt.Errorf("unknown command %q: want up, down, load or exec", args[0])
+		return fmt.Errorf("unknown command %q: want up, down, load, load-binary or exec", args[0])
 	}
 }

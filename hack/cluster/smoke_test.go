@@ -122,7 +122,7 @@ func TestSmokeFailedUp(t *testing.T) {
 	if err := os.Mkdir(broken, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy"} {
+	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "kube-router"} {
 		if err := os.Symlink(filepath.Join(k8sBin, b), filepath.Join(broken, b)); err != nil {
 			t.Fatal(err)
 		}
@@ -358,10 +358,12 @@ type hostState struct {
 	Mounts []string
 	// Links are the host's network interfaces; Routes its routing table;
 	// Ruleset its iptables rules (iptables-save, without the timestamps
-	// and counters).
+	// and counters); IPSets its ipsets' names (kube-router's are the
+	// node's, never the host's).
 	Links   []string
 	Routes  string
 	Ruleset string
+	IPSets  string
 	// Cgroups are the kubepods and daemon cgroups in any hierarchy.
 	Cgroups []string
 	// Processes are those whose command line names the state directory
@@ -403,6 +405,10 @@ func snapshotHost(t *testing.T, l Layout) hostState {
 			s.Ruleset += counters.ReplaceAllString(line, "") + "\n"
 		}
 	}
+	if out, err = exec.Command("ipset", "list", "-n").Output(); err != nil {
+		t.Fatal(err)
+	}
+	s.IPSets = string(out)
 	for _, c := range []string{KubepodsCgroup, DaemonCgroup} {
 		dirs, err := cgroupDirs(c)
 		if err != nil {

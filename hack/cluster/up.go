@@ -20,7 +20,7 @@ import (
 type Options struct {
 	Layout
 	// K8sBin holds etcd, kube-apiserver, kube-controller-manager,
-	// kube-scheduler, kubelet and kube-proxy.
+	// kube-scheduler, kubelet, kube-proxy and kube-router.
 	K8sBin string
 	// Pause is the static pause binary.
 	Pause string
@@ -42,6 +42,7 @@ var hostCommands = [][2]string{
 	{"runc", "runc"},
 	{"iptables", "iptables"},
 	{"conntrack", "conntrack"},
+	{"ipset", "ipset"},
 	{"ip", "iproute2"},
 	{"nsenter", "util-linux"},
 }
@@ -60,7 +61,7 @@ func preflight(o Options) error {
 			return fmt.Errorf("CNI plugin %s not found in %s: install the Debian package containernetworking-plugins (make cluster-deps)", p, CNIBinDir)
 		}
 	}
-	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy"} {
+	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "kube-router"} {
 		if !exists(filepath.Join(o.K8sBin, b)) {
 			return fmt.Errorf("%s not found in %s (make cluster builds it)", b, o.K8sBin)
 		}
@@ -154,12 +155,23 @@ func Up(ctx context.Context, o Options) (kubeconfig string, err error) {
 	if err := w.apiServer(ctx); err != nil {
 		return "", err
 	}
+	if err := grantKubeRouter(ctx, w.client); err != nil {
+		return "", err
+	}
 	for _, name := range []string{"kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy"} {
 		if err := startOne(d[name]); err != nil {
 			return "", err
 		}
 	}
 	if err := w.node(ctx, o.Timeout); err != nil {
+		return "", err
+	}
+	// kube-router finds its Node at start, and a pod started before its
+	// first sync would run without its policies.
+	if err := startOne(d["kube-router"]); err != nil {
+		return "", err
+	}
+	if err := w.healthz(ctx, o.Timeout, "kube-router", KubeRouterHealthPort); err != nil {
 		return "", err
 	}
 	o.logf("node %s Ready in %s; kube-apiserver %s; pods %s, Services %s", NodeName, time.Since(start).Round(100*time.Millisecond), APIServerURL(), PodCIDR, ServiceCIDR)
@@ -175,7 +187,7 @@ type files struct {
 	frontProxyCA                        string
 	frontProxyCert, frontProxyKey       string
 	// kubeconfigs by component: kube-controller-manager, kube-scheduler,
-	// kubelet, kube-proxy.
+	// kubelet, kube-proxy, kube-router.
 	kubeconfigs                    map[string]string
 	containerd, kubelet, kubeProxy string
 }
@@ -188,6 +200,8 @@ var clientIdentities = map[string]CertRequest{
 	"kube-scheduler":          {CommonName: "system:kube-scheduler"},
 	"kubelet":                 {CommonName: "system:node:" + NodeName, Organization: []string{"system:nodes"}},
 	"kube-proxy":              {CommonName: "system:kube-proxy"},
+	// No bootstrap policy names kube-router: grantKubeRouter binds its own.
+	"kube-router": {CommonName: KubeRouterUser},
 }
 
 // writeFiles writes the PKI, the kubeconfigs and the daemons' configuration.
@@ -385,6 +399,16 @@ func daemons(o Options, f *files) map[string]Daemon {
 			"--node-ip=" + nodeIP,
 		}},
 		{Name: "kube-proxy", Path: bin("kube-proxy"), Args: []string{"--config=" + f.kubeProxy}},
+		{Name: "kube-router", Path: bin("kube-router"), Args: []string{
+			"--kubeconfig=" + f.kubeconfigs["kube-router"],
+			"--hostname-override=" + NodeName,
+			"--run-firewall=true",
+			"--run-router=false",
+			"--run-service-proxy=false",
+			"--enable-cni=false",
+			"--service-cluster-ip-range=" + ServiceCIDR.String(),
+			"--health-port=" + strconv.Itoa(KubeRouterHealthPort),
+		}},
 	}
 	m := map[string]Daemon{}
 	for _, d := range list {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -123,20 +124,7 @@ func (w *waiter) node(ctx context.Context, timeout time.Duration) error {
 	}); err != nil {
 		return err
 	}
-	healthz := "http://" + NodeIP.Addr().String() + ":10256/healthz"
-	hc := &http.Client{Timeout: 2 * time.Second}
-	if err := w.poll(ctx, timeout, "kube-proxy "+healthz, func(ctx context.Context) (bool, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, healthz, nil)
-		if err != nil {
-			return false, err
-		}
-		res, err := hc.Do(req)
-		if err != nil {
-			return false, err
-		}
-		res.Body.Close()
-		return res.StatusCode == http.StatusOK, nil
-	}); err != nil {
+	if err := w.healthz(ctx, timeout, "kube-proxy", 10256); err != nil {
 		return err
 	}
 	return w.poll(ctx, timeout, "the default ServiceAccount", func(ctx context.Context) (bool, error) {
@@ -146,4 +134,25 @@ func (w *waiter) node(ctx context.Context, timeout time.Duration) error {
 		}
 		return err == nil, err
 	})
+}
+
+// healthz waits for a daemon's /healthz on the node's address to answer
+// 200.
+func (w *waiter) healthz(ctx context.Context, timeout time.Duration, what string, port int) error {
+	url := "http://" + NodeIP.Addr().String() + ":" + strconv.Itoa(port) + "/healthz"
+	return w.poll(ctx, timeout, what+" "+url, func(ctx context.Context) (bool, error) { return httpOK(ctx, url) })
+}
+
+// httpOK says whether a GET of url answers 200.
+func httpOK(ctx context.Context, url string) (bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false, err
+	}
+	res, err := (&http.Client{Timeout: 2 * time.Second}).Do(req)
+	if err != nil {
+		return false, err
+	}
+	res.Body.Close()
+	return res.StatusCode == http.StatusOK, nil
 }

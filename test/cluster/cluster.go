@@ -43,6 +43,9 @@ type Settings struct {
 	// Cosign is the cosign binary make chart signs with and the test
 	// verifies with (OHMLAB_CLUSTER_COSIGN, bin/cosign).
 	Cosign string
+	// DialImage is the image of cmd/dial imported into the node
+	// (OHMLAB_CLUSTER_DIAL_IMAGE): the NetworkPolicy step's probe pods.
+	DialImage string
 }
 
 // SettingsFromEnv reads the Settings, naming every variable that is
@@ -55,6 +58,7 @@ func SettingsFromEnv() (Settings, error) {
 		Image:       os.Getenv("OHMLAB_CLUSTER_IMAGE"),
 		ImageLayout: os.Getenv("OHMLAB_CLUSTER_IMAGE_LAYOUT"),
 		Cosign:      os.Getenv("OHMLAB_CLUSTER_COSIGN"),
+		DialImage:   os.Getenv("OHMLAB_CLUSTER_DIAL_IMAGE"),
 	}
 	var missing []string
 	for name, v := range map[string]bool{
@@ -64,6 +68,7 @@ func SettingsFromEnv() (Settings, error) {
 		"OHMLAB_CLUSTER_IMAGE":        s.Image != "",
 		"OHMLAB_CLUSTER_IMAGE_LAYOUT": s.ImageLayout != "",
 		"OHMLAB_CLUSTER_COSIGN":       s.Cosign != "",
+		"OHMLAB_CLUSTER_DIAL_IMAGE":   s.DialImage != "",
 	} {
 		if !v {
 			missing = append(missing, name)

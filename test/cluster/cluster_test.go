@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/funcr"
+	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/release"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -62,6 +63,7 @@ func TestChartOnANode(t *testing.T) {
 		{"Go memory limit from the container's", env.memoryLimit},
 		{"webhook refuses a bad object through its Service", env.webhookRefuses},
 		{"keycloak example Ready", env.keycloakReady},
+		{"NetworkPolicy enforced: metrics refused from another namespace, the webhook and probes reached", env.networkPolicyEnforced},
 		{"projected Vault token at the config's tokenFile", env.vaultToken},
 		{"rolling update answers every admission", env.rollingUpdate},
 		{"drain evicts one pod at a time and answers every admission", env.drain},
@@ -160,6 +162,11 @@ func setUp(t *testing.T, c *Cluster) *env {
 	if e.values, err = ChartValues(c.Image, vault.Addr); err != nil {
 		t.Fatal(err)
 	}
+	np, err := NetworkPolicyValues(ctx, c, vault.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.values = chartutil.CoalesceTables(np, e.values)
 	objs, err := charttest.RenderE(e.values, charttest.Options{ReleaseName: ReleaseName, Namespace: Namespace})
 	if err != nil {
 		t.Fatalf("rendering the chart: %v", err)
