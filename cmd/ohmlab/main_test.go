@@ -278,6 +278,13 @@ func TestValidateInputs(t *testing.T) {
 				"-:vo/a: warning: spec.data.smtp.tls: line 13: the unquoted on is the boolean true for kubectl, Helm and Argo CD (YAML 1.1), and Vault gets true: quote it (\"on\") if you meant the text\n"},
 		},
 		{
+			name:  "a key a terminal would not print as itself is escaped in a warning too (a bidirectional override)",
+			stdin: vaultSeed("k", "  path: ohmlab/k\n  data:\n    \"\\u202e\": {tls: on}\n"),
+			args:  []string{"validate", "-"},
+			want: result{Code: exitInvalid, Stdout: "-:vo/k: \\u202e: key name \"\\u202e\" contains the control or invisible character U+202E: a key that looks like another is refused\n",
+				Stderr: "-:vo/k: warning: spec.data.\\u202e.tls: line 9: the unquoted on is the boolean true for kubectl, Helm and Argo CD (YAML 1.1), and Vault gets true: quote it (\"on\") if you meant the text\n"},
+		},
+		{
 			name:  "an unquoted number that is not kept as written is a warning with its line, never its value",
 			stdin: "apiVersion: ohmlab.fr/v1alpha1\nkind: VaultSeed\nmetadata: {name: a, namespace: vo}\nspec:\n  path: ohmlab/a\n  data:\n    port: 5432\n    ratio: 0.5\n    pin: 0755\n    big: 12345678901234567890\n    quoted: \"0755\"\n",
 			args:  []string{"validate", "-"},
