@@ -253,6 +253,12 @@ func TestValidateInputs(t *testing.T) {
 			want:  result{Code: exitValid, Stderr: "-:vo/s: warning: api.token: is a plain value that looks like a secret (long and random, or a private key): spec.data is kept in Git and in the cluster, readable by anyone who can read the object; generate it with a template (<random:N>, <hex:N>, <ssh:private>, <age:secret>), or declare it as \"\" and fill it in Vault by hand\n"},
 		},
 		{
+			name:  "an object too large for etcd is refused, not only warned of",
+			stdin: vaultSeed("huge", "  path: ohmlab/huge\n  data:\n    bundle: "+strings.Repeat("x", 2<<20)+"\n"),
+			args:  []string{"validate", "-"},
+			want:  result{Code: exitInvalid, Stdout: "-:vo/huge: spec.data: the object is 2049 KiB of JSON, more than the 1.5 MiB an API server's etcd stores by default: kubectl apply fails, server-side too; split its keys over several objects\n"},
+		},
+		{
 			name:  "an object too large for client-side kubectl apply is a warning",
 			stdin: vaultSeed("big", "  path: ohmlab/big\n  data:\n    bundle: "+strings.Repeat("x", 300<<10)+"\n"),
 			args:  []string{"validate", "-"},
