@@ -142,6 +142,13 @@ func Analyse(o Object) Analysis {
 	sort.Strings(an.a.Keys)
 	an.checkLeaves()
 	an.checkRotation(o.Rotate)
+	// A key under a refused one (an invisible character) still names a
+	// warning or a problem of its own: it must not reach a terminal raw.
+	for _, ps := range [][]Problem{an.a.Warnings, an.a.Problems} {
+		for i := range ps {
+			ps[i].Key = PrintableKey(ps[i].Key)
+		}
+	}
 	sort.Slice(an.a.Warnings, func(i, j int) bool {
 		p, q := an.a.Warnings[i], an.a.Warnings[j]
 		if p.Key != q.Key {
@@ -464,6 +471,25 @@ func firstInvisible(k string) rune {
 func shortKey(k string) string {
 	r := []rune(k)
 	return quoteKey(string(r[:32])) + "..."
+}
+
+// PrintableKey is k with the characters a terminal does not print as
+// themselves (controls, bidirectional overrides, zero-width marks)
+// escaped (\u202e), and every other character, non-ASCII included, kept.
+func PrintableKey(k string) string {
+	if !strings.ContainsFunc(k, func(r rune) bool { return !strconv.IsPrint(r) }) {
+		return k
+	}
+	var b strings.Builder
+	for _, r := range k {
+		if strconv.IsPrint(r) {
+			b.WriteRune(r)
+			continue
+		}
+		q := strconv.QuoteRuneToASCII(r)
+		b.WriteString(q[1 : len(q)-1])
+	}
+	return b.String()
 }
 
 // quoteKey is k with control, invisible and non-ASCII characters escaped

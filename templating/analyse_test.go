@@ -365,3 +365,22 @@ func TestProblemString(t *testing.T) {
 		})
 	}
 }
+
+func TestPrintableKey(t *testing.T) {
+	for _, tt := range []struct {
+		name, key, want string
+	}{
+		{"ASCII kept", "smtp.password", "smtp.password"},
+		{"printable non-ASCII kept", "café.日本", "café.日本"},
+		{"bidirectional override escaped", "a\u202eb", `a\u202eb`},
+		{"zero-width space escaped", "\u200bx", `\u200bx`},
+		{"control character escaped", "a\x1bb", `a\x1bb`},
+		{"an escape already written stays as written", `\u202e`, `\u202e`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := PrintableKey(tt.key); got != tt.want {
+				t.Errorf("PrintableKey(%q) = %q, want %q", tt.key, got, tt.want)
+			}
+		})
+	}
+}

@@ -131,7 +131,7 @@ func TestVaultRole(t *testing.T) {
 	}
 	want := map[string]any{
 		"bound_service_account_names":      []any{"ohmlab-controller-vault"},
-		"bound_service_account_namespaces": []any{"ohmlab-controller"},
+		"bound_service_account_namespaces": []any{"ohmlab-system"},
 		"audience":                         "vault",
 		"token_policies":                   []any{"ohmlab-controller"},
 		"token_no_default_policy":          true,

@@ -253,6 +253,12 @@ func TestValidateInputs(t *testing.T) {
 			want:  result{Code: exitValid, Stderr: "-:vo/s: warning: api.token: is a plain value that looks like a secret (long and random, or a private key): spec.data is kept in Git and in the cluster, readable by anyone who can read the object; generate it with a template (<random:N>, <hex:N>, <ssh:private>, <age:secret>), or declare it as \"\" and fill it in Vault by hand\n"},
 		},
 		{
+			name:  "an object too large for etcd is refused, not only warned of",
+			stdin: vaultSeed("huge", "  path: ohmlab/huge\n  data:\n    bundle: "+strings.Repeat("x", 2<<20)+"\n"),
+			args:  []string{"validate", "-"},
+			want:  result{Code: exitInvalid, Stdout: "-:vo/huge: spec.data: the object is 2049 KiB of JSON, more than the 1.5 MiB an API server's etcd stores by default: kubectl apply fails, server-side too; split its keys over several objects\n"},
+		},
+		{
 			name:  "an object too large for client-side kubectl apply is a warning",
 			stdin: vaultSeed("big", "  path: ohmlab/big\n  data:\n    bundle: "+strings.Repeat("x", 300<<10)+"\n"),
 			args:  []string{"validate", "-"},
@@ -276,6 +282,13 @@ func TestValidateInputs(t *testing.T) {
 			args:  []string{"validate", "-"},
 			want: result{Code: exitValid, Stderr: "-:vo/a: warning: spec.data.country: line 10: the unquoted NO is the boolean false for kubectl, Helm and Argo CD (YAML 1.1), and Vault gets false: quote it (\"NO\") if you meant the text\n" +
 				"-:vo/a: warning: spec.data.smtp.tls: line 13: the unquoted on is the boolean true for kubectl, Helm and Argo CD (YAML 1.1), and Vault gets true: quote it (\"on\") if you meant the text\n"},
+		},
+		{
+			name:  "a key a terminal would not print as itself is escaped in a warning too (a bidirectional override)",
+			stdin: vaultSeed("k", "  path: ohmlab/k\n  data:\n    \"\\u202e\": {tls: on}\n"),
+			args:  []string{"validate", "-"},
+			want: result{Code: exitInvalid, Stdout: "-:vo/k: \\u202e: key name \"\\u202e\" contains the control or invisible character U+202E: a key that looks like another is refused\n",
+				Stderr: "-:vo/k: warning: spec.data.\\u202e.tls: line 9: the unquoted on is the boolean true for kubectl, Helm and Argo CD (YAML 1.1), and Vault gets true: quote it (\"on\") if you meant the text\n"},
 		},
 		{
 			name:  "an unquoted number that is not kept as written is a warning with its line, never its value",

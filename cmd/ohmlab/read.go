@@ -322,7 +322,12 @@ func decodeSeed(file string, line int, apiVersion string, j []byte) object {
 		o.Problems = append(o.Problems, validate.Problem{Reason: templating.ReasonInvalidSpec, Key: validate.KeyName,
 			Message: "is empty: kubectl apply needs a name"})
 	}
-	if len(j) > maxClientSideApply {
+	switch {
+	case len(j) > maxStoredObject:
+		o.Problems = append(o.Problems, validate.Problem{Reason: templating.ReasonInvalidSpec, Key: validate.KeyData, Message: fmt.Sprintf(
+			"the object is %d KiB of JSON, more than the 1.5 MiB an API server's etcd stores by default: kubectl apply fails, "+
+				"server-side too; split its keys over several objects", (len(j)+1023)/1024)})
+	case len(j) > maxClientSideApply:
 		o.Warnings = append(o.Warnings, validate.Problem{Message: fmt.Sprintf("the object is %d KiB of JSON, more than the 256 KiB "+
 			"that client-side kubectl apply (and Argo CD's default sync) keeps of it in the annotation kubectl.kubernetes.io/last-applied-configuration: "+
 			"kubectl apply refuses it; apply it server-side (kubectl apply --server-side, Argo CD's ServerSideApply=true), or split its keys over several objects",
@@ -330,6 +335,10 @@ func decodeSeed(file string, line int, apiVersion string, j []byte) object {
 	}
 	return o
 }
+
+// maxStoredObject is etcd's default request limit (--max-request-bytes,
+// 1.5 MiB): the API server cannot store a larger object.
+const maxStoredObject = 1536 << 10
 
 // maxClientSideApply is the most bytes of annotations an object may have
 // (the API server's limit, apimachinery's TotalAnnotationSizeLimitB), which

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/ohmlab/ohmlab-controller/internal/validate"
+	"github.com/ohmlab/ohmlab-controller/templating"
 )
 
 // yaml11Booleans are the plain scalars that YAML 1.1 reads as booleans and
@@ -65,9 +66,9 @@ func booleanLeaves(d document, n *yamlv3.Node, prefix string) []validate.Problem
 	var out []validate.Problem
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
-		path := k.Value
+		path := templating.PrintableKey(k.Value)
 		if prefix != "" {
-			path = prefix + "." + k.Value
+			path = prefix + "." + path
 		}
 		switch {
 		case v.Kind == yamlv3.MappingNode:
