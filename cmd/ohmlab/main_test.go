@@ -181,6 +181,7 @@ func TestValidateFilesAndDirectories(t *testing.T) {
 func TestValidateInputs(t *testing.T) {
 	dir := writeTree(t, map[string]string{
 		"broken.yaml": vaultSeed("ok", "  path: ohmlab/ok\n") + "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\ndata:\n  a: [b\n",
+		"empty.yaml":  "\n",
 	})
 	tests := []struct {
 		name  string
@@ -302,6 +303,11 @@ func TestValidateInputs(t *testing.T) {
 			stdin: " \n\n",
 			args:  []string{"validate", "-"},
 			want:  result{Code: exitUsage, Stderr: "ohmlab validate: standard input is empty: did the command before the pipe fail? (set -o pipefail)\n"},
+		},
+		{
+			name: "an empty file named on the command line is unreadable, not valid",
+			args: []string{"validate", filepath.Join(dir, "empty.yaml")},
+			want: result{Code: exitUsage, Stderr: "ohmlab validate: " + filepath.Join(dir, "empty.yaml") + " is empty: did the command that wrote it fail?\n"},
 		},
 		{
 			name:  "a key given twice is a warning with its line",

@@ -74,6 +74,12 @@ func readInputs(args []string, stdin io.Reader) ([]object, error) {
 			if err != nil {
 				return nil, err
 			}
+			if f == arg && len(bytes.TrimSpace(data)) == 0 && isRegular(f) {
+				// A file named on the command line, as `helm template … >
+				// out.yaml` leaves it when it fails. An empty file found in
+				// a directory, or /dev/null, is only nothing to check.
+				return nil, fmt.Errorf("%s is empty: did the command that wrote it fail?", f)
+			}
 			objs, err := readStream(f, data)
 			if err != nil {
 				return nil, err
@@ -82,6 +88,11 @@ func readInputs(args []string, stdin io.Reader) ([]object, error) {
 		}
 	}
 	return out, nil
+}
+
+func isRegular(path string) bool {
+	info, err := os.Stat(path)
+	return err == nil && info.Mode().IsRegular()
 }
 
 // yamlFiles returns arg itself when it is a file, or the .yaml and .yml
