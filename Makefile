@@ -101,5 +101,6 @@ $(BIN)/vault: test/tools/vault/go.mod test/tools/vault/go.sum
 RESYNC    ?= 10m
 DEMO_EXIT ?=
 .PHONY: demo
-demo: tools build ## Run the controller on loopback with the keycloak example (RESYNC=15s, DEMO_EXIT=1).
+# The demo needs only the control plane and Vault of make tools, not the engines of the other tests.
+demo: $(BIN)/k8s/kube-apiserver $(BIN)/k8s/kubectl $(BIN)/k8s/etcd $(BIN)/vault build ## Run the controller on loopback with the keycloak example (RESYNC=15s, DEMO_EXIT=1).
 	go run ./test/demo -resync=$(RESYNC) $(if $(DEMO_EXIT),-exit)

@@ -2,6 +2,7 @@ package templating
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -29,11 +30,14 @@ func AnalyseSet(objs []Object) []Problem {
 	byPath := map[string][]string{}
 	byName := map[string]int{}
 	refs := graph{}
+	analyses := map[string]Analysis{}
 	for _, o := range objs {
 		id := objectID(o)
 		byPath[o.Path] = append(byPath[o.Path], id)
 		byName[id]++
-		for _, p := range Analyse(o).RefPaths {
+		a := Analyse(o)
+		analyses[id] = a
+		for _, p := range a.RefPaths {
 			refs.add(o.Path, p)
 		}
 	}
@@ -55,8 +59,9 @@ func AnalyseSet(objs []Object) []Problem {
 		}
 	}
 	for path, ring := range refs.rings() {
+		next := ring[(slices.Index(ring, path)+1)%len(ring)]
 		for _, id := range byPath[path] {
-			out = append(out, Problem{Reason: ReasonRefCycle, Object: id,
+			out = append(out, Problem{Reason: ReasonRefCycle, Object: id, Key: refKeyTo(analyses[id], next),
 				Message: "reference cycle: " + ringString(ring)})
 		}
 	}
@@ -71,6 +76,25 @@ func AnalyseSet(objs []Object) []Problem {
 		return p.Message < q.Message
 	})
 	return out
+}
+
+// refKeyTo names the key of a whose reference reads path, the first in
+// order with ", ..." when there are more: the key to change to break the
+// ring.
+func refKeyTo(a Analysis, path string) string {
+	var keys []string
+	for _, k := range a.Keys {
+		if l := a.Leaves[k]; l.Kind == KindRef && l.Ref.Path == path {
+			keys = append(keys, k)
+		}
+	}
+	switch len(keys) {
+	case 0:
+		return ""
+	case 1:
+		return keys[0]
+	}
+	return keys[0] + ", ..."
 }
 
 // objectID is "namespace/name", or "name" without a namespace.

@@ -18,7 +18,10 @@ func seed(ns, name, path string, refs ...string) Object {
 }
 
 func TestAnalyseSet(t *testing.T) {
-	cycle := func(obj, msg string) Problem { return Problem{Reason: ReasonRefCycle, Object: obj, Message: msg} }
+	// key is the key of obj whose reference leads on along the ring.
+	cycle := func(obj, key, msg string) Problem {
+		return Problem{Reason: ReasonRefCycle, Object: obj, Key: key, Message: msg}
+	}
 	tests := []struct {
 		name string
 		in   []Object
@@ -47,52 +50,58 @@ func TestAnalyseSet(t *testing.T) {
 			{Reason: ReasonDuplicateName, Object: "a", Message: "a is declared 3 times"},
 		}},
 		{name: "two-path cycle", in: []Object{seed("ns", "x", "a/x", "a/y#own"), seed("ns", "y", "a/y", "a/x#own")}, want: []Problem{
-			cycle("ns/x", "reference cycle: a/x -> a/y -> a/x"),
-			cycle("ns/y", "reference cycle: a/x -> a/y -> a/x"),
+			cycle("ns/x", "k0", "reference cycle: a/x -> a/y -> a/x"),
+			cycle("ns/y", "k0", "reference cycle: a/x -> a/y -> a/x"),
 		}},
 		{name: "three-path cycle in order from the smallest path", in: []Object{
 			seed("ns", "c", "m/c", "m/a#own"), seed("ns", "b", "m/b", "m/c#own"), seed("ns", "a", "m/a", "m/b#own"), seed("ns", "d", "m/d", "m/a#own"),
 		}, want: []Problem{
-			cycle("ns/a", "reference cycle: m/a -> m/b -> m/c -> m/a"),
-			cycle("ns/b", "reference cycle: m/a -> m/b -> m/c -> m/a"),
-			cycle("ns/c", "reference cycle: m/a -> m/b -> m/c -> m/a"),
+			cycle("ns/a", "k0", "reference cycle: m/a -> m/b -> m/c -> m/a"),
+			cycle("ns/b", "k0", "reference cycle: m/a -> m/b -> m/c -> m/a"),
+			cycle("ns/c", "k0", "reference cycle: m/a -> m/b -> m/c -> m/a"),
 		}},
 		{name: "two rings through one path", in: []Object{
 			seed("ns", "a", "m/a", "m/b#own", "m/c#own"), seed("ns", "b", "m/b", "m/a#own"), seed("ns", "c", "m/c", "m/a#own"),
 		}, want: []Problem{
-			cycle("ns/a", "reference cycle: m/a -> m/b -> m/a"),
-			cycle("ns/b", "reference cycle: m/a -> m/b -> m/a"),
-			cycle("ns/c", "reference cycle: m/a -> m/c -> m/a"),
+			cycle("ns/a", "k0", "reference cycle: m/a -> m/b -> m/a"),
+			cycle("ns/b", "k0", "reference cycle: m/a -> m/b -> m/a"),
+			cycle("ns/c", "k0", "reference cycle: m/a -> m/c -> m/a"),
 		}},
 		{name: "shortest ring of a component", in: []Object{
 			seed("ns", "a", "m/a", "m/b#own"), seed("ns", "b", "m/b", "m/c#own", "m/a#own"), seed("ns", "c", "m/c", "m/a#own"),
 		}, want: []Problem{
-			cycle("ns/a", "reference cycle: m/a -> m/b -> m/a"),
-			cycle("ns/b", "reference cycle: m/a -> m/b -> m/a"),
-			cycle("ns/c", "reference cycle: m/a -> m/b -> m/c -> m/a"),
+			cycle("ns/a", "k0", "reference cycle: m/a -> m/b -> m/a"),
+			cycle("ns/b", "k1", "reference cycle: m/a -> m/b -> m/a"),
+			cycle("ns/c", "k0", "reference cycle: m/a -> m/b -> m/c -> m/a"),
 		}},
 		{name: "ring with a way out", in: []Object{
 			seed("ns", "a", "m/a", "m/b#own", "m/c#own"), seed("ns", "b", "m/b", "m/a#own"), seed("ns", "c", "m/c"),
 		}, want: []Problem{
-			cycle("ns/a", "reference cycle: m/a -> m/b -> m/a"),
-			cycle("ns/b", "reference cycle: m/a -> m/b -> m/a"),
+			cycle("ns/a", "k0", "reference cycle: m/a -> m/b -> m/a"),
+			cycle("ns/b", "k0", "reference cycle: m/a -> m/b -> m/a"),
 		}},
 		{name: "two separate cycles", in: []Object{
 			seed("ns", "a", "m/a", "m/b#own"), seed("ns", "b", "m/b", "m/a#own"), seed("ns", "c", "m/c", "m/d#own"), seed("ns", "d", "m/d", "m/c#own"),
 		}, want: []Problem{
-			cycle("ns/a", "reference cycle: m/a -> m/b -> m/a"),
-			cycle("ns/b", "reference cycle: m/a -> m/b -> m/a"),
-			cycle("ns/c", "reference cycle: m/c -> m/d -> m/c"),
-			cycle("ns/d", "reference cycle: m/c -> m/d -> m/c"),
+			cycle("ns/a", "k0", "reference cycle: m/a -> m/b -> m/a"),
+			cycle("ns/b", "k0", "reference cycle: m/a -> m/b -> m/a"),
+			cycle("ns/c", "k0", "reference cycle: m/c -> m/d -> m/c"),
+			cycle("ns/d", "k0", "reference cycle: m/c -> m/d -> m/c"),
 		}},
 		{name: "cycle and duplicate path together", in: []Object{
 			seed("ns", "a", "m/a", "m/b#own"), seed("ns", "a2", "m/a"), seed("ns", "b", "m/b", "m/a#own"),
 		}, want: []Problem{
 			{Reason: ReasonDuplicatePath, Object: "ns/a", Message: "path m/a is also declared by ns/a2"},
-			cycle("ns/a", "reference cycle: m/a -> m/b -> m/a"),
+			cycle("ns/a", "k0", "reference cycle: m/a -> m/b -> m/a"),
 			{Reason: ReasonDuplicatePath, Object: "ns/a2", Message: "path m/a is also declared by ns/a"},
-			cycle("ns/a2", "reference cycle: m/a -> m/b -> m/a"),
-			cycle("ns/b", "reference cycle: m/a -> m/b -> m/a"),
+			cycle("ns/a2", "", "reference cycle: m/a -> m/b -> m/a"),
+			cycle("ns/b", "k0", "reference cycle: m/a -> m/b -> m/a"),
+		}},
+		{name: "two keys on to the next path: the first named", in: []Object{
+			seed("ns", "a", "m/a", "m/b#own", "m/b#own"), seed("ns", "b", "m/b", "m/a#own"),
+		}, want: []Problem{
+			cycle("ns/a", "k0, ...", "reference cycle: m/a -> m/b -> m/a"),
+			cycle("ns/b", "k0", "reference cycle: m/a -> m/b -> m/a"),
 		}},
 		{name: "malformed refs are ignored", in: []Object{
 			{Name: "a", Path: "m/a", Data: map[string]any{"k": "<ref:m/b>"}}, seed("", "b", "m/b", "m/a#own"),

@@ -236,7 +236,7 @@ func TestAdmission(t *testing.T) {
 		cached(g, "ohmlab/platforms/test/core/r2", 1)
 		out, err := k.apply(ctx, manifest(ns, "r3", "    path: ohmlab/platforms/test/core/r3\n    data:\n      k: \"<ref:ohmlab/platforms/test/core/r1#k>\"\n"))
 		g.Expect(err).To(HaveOccurred(), out)
-		g.Expect(out).To(ContainSubstring(`The VaultSeed "r3" is invalid: spec.path: Invalid value: reference cycle: ohmlab/platforms/test/core/r1 -> ohmlab/platforms/test/core/r2 -> ohmlab/platforms/test/core/r3 -> ohmlab/platforms/test/core/r1`))
+		g.Expect(out).To(ContainSubstring(`The VaultSeed "r3" is invalid: k: Invalid value: reference cycle: ohmlab/platforms/test/core/r1 -> ohmlab/platforms/test/core/r2 -> ohmlab/platforms/test/core/r3 -> ohmlab/platforms/test/core/r1`))
 	})
 
 	t.Run("changing spec.path is refused", func(t *testing.T) {

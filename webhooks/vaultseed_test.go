@@ -148,7 +148,7 @@ func TestValidator(t *testing.T) {
 				seed("a", "ohmlab/a", `{"k":"<ref:ohmlab/b#k>"}`),
 				seed("b", "ohmlab/b", `{"k":"<ref:ohmlab/c#k>"}`),
 			},
-			wantCode: http.StatusUnprocessableEntity, wantMessage: `VaultSeed.ohmlab.fr "c" is invalid: spec.path: Invalid value: reference cycle: ohmlab/a -> ohmlab/b -> ohmlab/c -> ohmlab/a`},
+			wantCode: http.StatusUnprocessableEntity, wantMessage: `VaultSeed.ohmlab.fr "c" is invalid: k: Invalid value: reference cycle: ohmlab/a -> ohmlab/b -> ohmlab/c -> ohmlab/a`},
 		{name: "a legal but surprising spec is admitted with a warning", op: admissionv1.Create,
 			obj: withRotate, wantAllowed: true, wantCode: http.StatusOK,
 			wantWarnings: []string{"spec.rotate: rotate has no keys and data declares no generated key (<random:N>, <hex:N>, <uuid>, <age:secret>, <ssh:private>): a new token regenerates nothing"}},

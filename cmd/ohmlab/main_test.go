@@ -83,10 +83,10 @@ func TestValidateHelmTemplate(t *testing.T) {
 ` + invalid + `keycloak: admin.password: <random:N> needs a decimal length N from 1 to 4096, found "<random:0>"
 ` + invalid + `keycloak: admin.passwordHashed: <bcrypt:admin.pasword> hashes admin.pasword, which data does not declare (a key filled by hand is declared as "")
 ` + invalid + `keycloak: admin.secret: rotate.keys names "admin.secret", which data does not declare
+` + invalid + `keycloak: clientSecret: reference cycle: ohmlab/platforms/production/core/grafana -> ohmlab/platforms/production/core/keycloak -> ohmlab/platforms/production/core/grafana
 ` + invalid + `keycloak: spec.path: path ohmlab/platforms/production/core/keycloak is also declared by vault-operator-system/keycloak-again
-` + invalid + `keycloak: spec.path: reference cycle: ohmlab/platforms/production/core/grafana -> ohmlab/platforms/production/core/keycloak -> ohmlab/platforms/production/core/grafana
 ` + invalid + `grafana: metadata.name: vault-operator-system/grafana is declared 2 times
-` + invalid + `grafana: spec.path: reference cycle: ohmlab/platforms/production/core/grafana -> ohmlab/platforms/production/core/keycloak -> ohmlab/platforms/production/core/grafana
+` + invalid + `grafana: oidc.clientSecret: reference cycle: ohmlab/platforms/production/core/grafana -> ohmlab/platforms/production/core/keycloak -> ohmlab/platforms/production/core/grafana
 ` + invalid + `grafana: hosts: lists are not supported: leaves are strings, numbers or booleans, nodes are maps
 ` + invalid + `grafana: metadata.name: vault-operator-system/grafana is declared 2 times
 ` + invalid + `keycloak-again: spec.path: path ohmlab/platforms/production/core/keycloak is also declared by vault-operator-system/keycloak
@@ -141,10 +141,10 @@ func TestValidateJSON(t *testing.T) {
 		{11, "keycloak", "admin.password", "InvalidSpec"},
 		{11, "keycloak", "admin.passwordHashed", "InvalidSpec"},
 		{11, "keycloak", "admin.secret", "InvalidRotation"},
+		{11, "keycloak", "clientSecret", "RefCycle"},
 		{11, "keycloak", "spec.path", "DuplicatePath"},
-		{11, "keycloak", "spec.path", "RefCycle"},
 		{29, "grafana", "metadata.name", "DuplicateName"},
-		{29, "grafana", "spec.path", "RefCycle"},
+		{29, "grafana", "oidc.clientSecret", "RefCycle"},
 		{50, "grafana", "hosts", "InvalidSpec"},
 		{50, "grafana", "metadata.name", "DuplicateName"},
 		{61, "keycloak-again", "spec.path", "DuplicatePath"},

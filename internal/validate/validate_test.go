@@ -109,7 +109,7 @@ func TestSet(t *testing.T) {
 				seed("b", "ohmlab/b", `{"k":"<ref:ohmlab/a#k>"}`),
 				seed("c", "ohmlab/c", `{"k":"<ref:ohmlab/a#k>"}`),
 			},
-			want: [][]string{{"spec.path RefCycle"}, {"spec.path RefCycle"}, nil},
+			want: [][]string{{"k RefCycle"}, {"k RefCycle"}, nil},
 		},
 		{
 			name: "a template with white space around it is a warning: it would be written as text",
@@ -158,8 +158,8 @@ func TestSeed(t *testing.T) {
 				seed("c", "ohmlab/y", `{"k":"<ref:ohmlab/x#k>"}`),
 			},
 			want: validate.Verdict{Problems: []validate.Problem{
+				{Reason: "RefCycle", Key: "k", Message: "reference cycle: ohmlab/x -> ohmlab/y -> ohmlab/x"},
 				{Reason: "DuplicatePath", Key: "spec.path", Message: "path ohmlab/x is also declared by vo/a"},
-				{Reason: "RefCycle", Key: "spec.path", Message: "reference cycle: ohmlab/x -> ohmlab/y -> ohmlab/x"},
 			}},
 		},
 		{
