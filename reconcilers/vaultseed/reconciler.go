@@ -119,6 +119,9 @@ type outcome struct {
 func (r *Reconciler) Reconcile(parent context.Context, req ctrl.Request) (ctrl.Result, error) {
 	ctx, cancel := context.WithTimeout(parent, r.Timeout)
 	defer cancel()
+	// Taken before the read: the watch may forget the write between the
+	// read and latest.
+	last := r.lastWrites.get(req.NamespacedName)
 	seed := &ohmlabv1alpha1.VaultSeed{}
 	if err := r.Client.Get(ctx, req.NamespacedName, seed); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -129,7 +132,7 @@ func (r *Reconciler) Reconcile(parent context.Context, req ctrl.Request) (ctrl.R
 		return ctrl.Result{}, err
 	}
 	// The cache may not show this process's last writes yet.
-	r.lastWrites.latest(seed)
+	r.lastWrites.latest(seed, last)
 	if !r.owns(seed) {
 		// Another shard's: it moved there, and that shard's process
 		// reconciles it.
