@@ -543,7 +543,7 @@ func (r *Reconciler) report(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed,
 		}
 		return fmt.Errorf("patching status: %w", err)
 	}
-	r.lastWrites.wrote(seed.ResourceVersion, updated)
+	r.recordWrite(ctx, seed.ResourceVersion, updated)
 	r.unreported.Delete(key)
 	return nil
 }
@@ -691,8 +691,19 @@ func (r *Reconciler) syncFinalizer(ctx context.Context, seed *ohmlabv1alpha1.Vau
 	if err := r.Client.Patch(ctx, seed, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("updating the finalizer of %s: %w", klog.KObj(seed), err)
 	}
-	r.lastWrites.wrote(before.ResourceVersion, seed)
+	r.recordWrite(ctx, before.ResourceVersion, seed)
 	return nil
+}
+
+// recordWrite remembers obj, written on the copy at resourceVersion base,
+// until the cache holds it. The watch's event of the write may have come
+// before it was recorded: the cached copy, read once after, says so.
+func (r *Reconciler) recordWrite(ctx context.Context, base string, obj *ohmlabv1alpha1.VaultSeed) {
+	r.lastWrites.wrote(base, obj)
+	cur := &ohmlabv1alpha1.VaultSeed{}
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(obj), cur); err == nil {
+		r.lastWrites.cached(cur)
+	}
 }
 
 // finalize removes the path of a deleted object that carries the finalizer,

@@ -119,7 +119,7 @@ func TestLastWritesServeACopyReadBeforeTheWatchForgotTheWrite(t *testing.T) {
 func TestNoWriteIsRememberedOnceTheObjectsAreQuiet(t *testing.T) {
 	g := NewWithT(t)
 	f := startController(t, controllerOptions{allowDelete: true})
-	const n = 4
+	const n = 12
 	for i := range n {
 		name := fmt.Sprintf("app-%d", i)
 		obj := f.seed(name, f.path(name), `{"password": "<random:16>"}`)
