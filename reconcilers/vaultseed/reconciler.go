@@ -119,6 +119,9 @@ type outcome struct {
 func (r *Reconciler) Reconcile(parent context.Context, req ctrl.Request) (ctrl.Result, error) {
 	ctx, cancel := context.WithTimeout(parent, r.Timeout)
 	defer cancel()
+	// Taken before the read: the watch may forget the write between the
+	// read and latest.
+	last := r.lastWrites.get(req.NamespacedName)
 	seed := &ohmlabv1alpha1.VaultSeed{}
 	if err := r.Client.Get(ctx, req.NamespacedName, seed); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -129,7 +132,7 @@ func (r *Reconciler) Reconcile(parent context.Context, req ctrl.Request) (ctrl.R
 		return ctrl.Result{}, err
 	}
 	// The cache may not show this process's last writes yet.
-	r.lastWrites.latest(seed)
+	r.lastWrites.latest(seed, last)
 	if !r.owns(seed) {
 		// Another shard's: it moved there, and that shard's process
 		// reconciles it.
@@ -540,7 +543,7 @@ func (r *Reconciler) report(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed,
 		}
 		return fmt.Errorf("patching status: %w", err)
 	}
-	r.lastWrites.wrote(seed.ResourceVersion, updated)
+	r.recordWrite(ctx, seed.ResourceVersion, updated)
 	r.unreported.Delete(key)
 	return nil
 }
@@ -688,8 +691,19 @@ func (r *Reconciler) syncFinalizer(ctx context.Context, seed *ohmlabv1alpha1.Vau
 	if err := r.Client.Patch(ctx, seed, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("updating the finalizer of %s: %w", klog.KObj(seed), err)
 	}
-	r.lastWrites.wrote(before.ResourceVersion, seed)
+	r.recordWrite(ctx, before.ResourceVersion, seed)
 	return nil
+}
+
+// recordWrite remembers obj, written on the copy at resourceVersion base,
+// until the cache holds it. The watch's event of the write may have come
+// before it was recorded: the cached copy, read once after, says so.
+func (r *Reconciler) recordWrite(ctx context.Context, base string, obj *ohmlabv1alpha1.VaultSeed) {
+	r.lastWrites.wrote(base, obj)
+	cur := &ohmlabv1alpha1.VaultSeed{}
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(obj), cur); err == nil {
+		r.lastWrites.cached(cur)
+	}
 }
 
 // finalize removes the path of a deleted object that carries the finalizer,

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
@@ -27,7 +28,8 @@ import (
 // change that moves the object in or out of the shard (see
 // shardPredicates) trigger a reconcile (status and annotation updates do
 // not), and only for objects of the shard; writes to a path trigger the
-// shard's objects that reference it.
+// shard's objects that reference it. Every update also tells lastWrites
+// the copy the cache now holds.
 //
 // The work queue is controller-runtime's priority queue (issue 13: no
 // object waits behind resyncs). A created or changed object, and a
@@ -52,6 +54,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		Named("vaultseed").
 		For(&ohmlabv1alpha1.VaultSeed{}, builder.WithPredicates(mine, predicate.Or(predicate.GenerationChangedPredicate{}, deleting, moved))).
 		WatchesRawSource(source.Channel(r.dependents, &handler.TypedEnqueueRequestForObject[*ohmlabv1alpha1.VaultSeed]{})).
+		// Enqueues nothing: tells lastWrites which copy the cache holds,
+		// so a write is forgotten once the cache shows it.
+		Watches(&ohmlabv1alpha1.VaultSeed{}, handler.Funcs{
+			UpdateFunc: func(_ context.Context, e event.UpdateEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				r.lastWrites.cached(e.ObjectNew)
+			},
+		}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency, RecoverPanic: new(true), UsePriorityQueue: new(true)}).
 		Complete(r)
 }

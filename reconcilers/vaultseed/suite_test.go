@@ -23,6 +23,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -90,6 +91,9 @@ type controllerOptions struct {
 	// client wraps the manager's client the reconciler reads and writes
 	// through; default: the manager's.
 	client func(client.Client) client.Client
+	// cache wraps the manager's cache (its informers' notifications);
+	// default: the manager's.
+	cache func(cache.Cache) cache.Cache
 	// concurrency is the number of workers; default 2.
 	concurrency int
 }
@@ -126,7 +130,18 @@ func startController(t testing.TB, opts controllerOptions) *fixture {
 	}
 	f := &fixture{t: t, ns: ns, kv: &spyKV{KV: opts.kv}, logs: &syncBuffer{}, cancel: cancel}
 	logger := zapr.NewLogger(zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(f.logs), zap.DebugLevel)))
+	newCache := cache.New
+	if opts.cache != nil {
+		newCache = func(cfg *rest.Config, o cache.Options) (cache.Cache, error) {
+			c, err := cache.New(cfg, o)
+			if err != nil {
+				return nil, err
+			}
+			return opts.cache(c), nil
+		}
+	}
 	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
+		NewCache:               newCache,
 		Scheme:                 cp.Scheme,
 		Logger:                 logger,
 		Metrics:                metricsserver.Options{BindAddress: "0"},

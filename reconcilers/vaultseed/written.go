@@ -26,7 +26,7 @@ type lastWrites struct {
 }
 
 // lastWrite holds only the parts of the object that the writes change, so
-// an entry costs a status, not an object, until the next reconcile.
+// an entry costs a status, not an object, until the cache holds the write.
 type lastWrite struct {
 	uid types.UID
 	// before are the resourceVersions the writes were based on, oldest
@@ -59,24 +59,54 @@ func (w *lastWrites) wrote(base string, obj *ohmlabv1alpha1.VaultSeed) {
 	}
 }
 
-// latest brings a cached copy up to this process's last write of the
-// object when the copy is older, and forgets the write once the cache
-// shows it or something newer.
-func (w *lastWrites) latest(seed *ohmlabv1alpha1.VaultSeed) {
-	key := client.ObjectKeyFromObject(seed)
+// get returns what is remembered of key, nil when nothing. A reconcile
+// takes it before it reads the cached copy, and passes it to latest: the
+// watch forgets a write only once the cache holds it or something newer
+// (cached), so the copy read after is older than what was taken, or is the
+// write itself or newer.
+func (w *lastWrites) get(key types.NamespacedName) *lastWrite {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	last, ok := w.objects[key]
 	if !ok {
+		return nil
+	}
+	return &last
+}
+
+// latest brings seed, a cached copy read after get returned last, up to
+// last when the copy is older, and forgets last when the copy is the write
+// itself or newer (the watch's event of it came before the write was
+// recorded, or the object is another one created under the name).
+func (w *lastWrites) latest(seed *ohmlabv1alpha1.VaultSeed, last *lastWrite) {
+	if last == nil {
 		return
 	}
 	if last.uid != seed.UID || !slices.Contains(last.before, seed.ResourceVersion) {
-		delete(w.objects, key)
+		// Only this reconcile writes the object: what is remembered is
+		// last, or nothing.
+		w.forget(client.ObjectKeyFromObject(seed))
 		return
 	}
 	seed.ResourceVersion = last.resourceVersion
 	seed.Finalizers = slices.Clone(last.finalizers)
 	seed.Status = *last.status.DeepCopy()
+}
+
+// cached forgets the write of obj's object once the cache holds obj and obj
+// is the write itself or newer. The controller's watch calls it with each
+// object the cache holds after a change (SetupWithManager), so a write is
+// forgotten a few milliseconds after it rather than at the object's next
+// reconcile, which for a quiet object is its resync (issue 25, item 4).
+// An object of another UID is another object (a late event of one deleted
+// since): it says nothing of the write.
+func (w *lastWrites) cached(obj client.Object) {
+	key := client.ObjectKeyFromObject(obj)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if last, ok := w.objects[key]; ok && last.uid == obj.GetUID() && !slices.Contains(last.before, obj.GetResourceVersion()) {
+		delete(w.objects, key)
+	}
 }
 
 // forget drops what is remembered of key.
