@@ -29,15 +29,14 @@ func AnalyseSet(objs []Object) []Problem {
 	var out []Problem
 	byPath := map[string][]string{}
 	byName := map[string]int{}
+	onPath := map[string][]int{}
 	refs := graph{}
-	analyses := map[string]Analysis{}
-	for _, o := range objs {
+	for i, o := range objs {
 		id := objectID(o)
 		byPath[o.Path] = append(byPath[o.Path], id)
+		onPath[o.Path] = append(onPath[o.Path], i)
 		byName[id]++
-		a := Analyse(o)
-		analyses[id] = a
-		for _, p := range a.RefPaths {
+		for _, p := range Analyse(o).RefPaths {
 			refs.add(o.Path, p)
 		}
 	}
@@ -60,8 +59,11 @@ func AnalyseSet(objs []Object) []Problem {
 	}
 	for path, ring := range refs.rings() {
 		next := ring[(slices.Index(ring, path)+1)%len(ring)]
-		for _, id := range byPath[path] {
-			out = append(out, Problem{Reason: ReasonRefCycle, Object: id, Key: refKeyTo(analyses[id], next),
+		// Analysed again: rings are rare, and keeping every analysis
+		// until here would hold the whole set's leaves (the webhook's
+		// cache) for each admission.
+		for _, i := range onPath[path] {
+			out = append(out, Problem{Reason: ReasonRefCycle, Object: objectID(objs[i]), Key: refKeyTo(Analyse(objs[i]), next),
 				Message: "reference cycle: " + ringString(ring)})
 		}
 	}
