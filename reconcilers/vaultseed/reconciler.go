@@ -669,6 +669,7 @@ func (r *Reconciler) rewriteFirstReleaseStatus(ctx context.Context, seed *ohmlab
 	if err := r.Client.Status().Patch(ctx, seed, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("rewriting status.managedKeys of %s, stored by the first release as names: %w", klog.KObj(seed), err)
 	}
+	r.recordWrite(ctx, base.ResourceVersion, seed)
 	ctrl.LoggerFrom(ctx).Info("rewrote status.managedKeys, stored by the first release as names: their versions are unknown, so a prune keeps them", "keys", len(seed.Status.ManagedKeys))
 	return nil
 }

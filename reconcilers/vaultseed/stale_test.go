@@ -191,3 +191,43 @@ func TestStatusIsNeverRebuiltFromAStaleCopy(t *testing.T) {
 	g.Expect(f.events("app")).NotTo(ContainElement(HavePrefix("Normal Kept")), "no false Kept")
 	assertNoValueEmitted(t, f, got.Data)
 }
+
+// TestAFirstReleaseStatusIsRewrittenOnce: a reconcile that starts on the
+// copy from before the controller rewrote a first-release
+// status.managedKeys (issue 23; the informer has not seen the rewrite yet)
+// plans with the rewrite, instead of rewriting it again locked on a stale
+// resourceVersion, which the API server refuses with a conflict.
+func TestAFirstReleaseStatusIsRewrittenOnce(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	stale := &staleClient{}
+	held := &heldEvents{}
+	f := startController(t, controllerOptions{
+		client: func(c client.Client) client.Client {
+			stale.Client = c
+			return stale
+		},
+		cache: func(c cache.Cache) cache.Cache {
+			held.Cache = c
+			return held
+		},
+	})
+	f.create(f.seed("app", f.path("app"), `{"a": "<random:8>", "b": "<random:8>"}`))
+	obj := f.waitReady("app")
+
+	held.hold()
+	// The copy as the first release's status decodes: its keys names.
+	first := obj.DeepCopy()
+	for i, m := range first.Status.ManagedKeys {
+		first.Status.ManagedKeys[i] = ohmlabv1alpha1.ManagedKey{Key: m.Key, StoredAsName: true}
+	}
+	key := client.ObjectKeyFromObject(first)
+	stale.serve(key, first)
+	for i := range 2 {
+		_, err := f.r.Reconcile(ctx, ctrl.Request{NamespacedName: key})
+		g.Expect(err).NotTo(HaveOccurred(), "reconcile %d on the copy from before the rewrite", i+1)
+	}
+	stale.serve(key, nil)
+	held.release()
+	g.Expect(managedNames(f.get("app"))).To(Equal([]string{"a", "b"}))
+}
