@@ -14,15 +14,16 @@ import (
 //   - DuplicatePath: one Problem per object whose spec.path another object
 //     declares too, naming the others (invalid paths are left to Analyse);
 //   - DuplicateName: one Problem per namespace/name given more than once;
-//   - RefCycle: one Problem per object whose path lies on a ring of
-//     references between paths; the Message lists the ring in order,
+//   - RefCycle: one Problem per key whose reference leads on along a ring
+//     of references between paths (one without a Key for an object on the
+//     ring's path with no such key); the Message lists the ring in order,
 //     starting at its smallest path, for example
 //     "reference cycle: a/x -> a/y -> a/x". A path on several rings is
 //     reported with one of its shortest.
 //
 // A reference to a path that no object declares is not a problem (the path
-// may be hand-made). Problems are sorted by Object, then Reason, then
-// Message; nil when there are none. Linear in the size of the objects plus
+// may be hand-made). Problems are sorted by Object, then Reason, Message
+// and Key; nil when there are none. Linear in the size of the objects plus
 // one breadth-first search per ring (BenchmarkAnalyseSet1000 measures 1,000
 // objects with references).
 func AnalyseSet(objs []Object) []Problem {
@@ -63,8 +64,14 @@ func AnalyseSet(objs []Object) []Problem {
 		// until here would hold the whole set's leaves (the webhook's
 		// cache) for each admission.
 		for _, i := range onPath[path] {
-			out = append(out, Problem{Reason: ReasonRefCycle, Object: objectID(objs[i]), Key: refKeyTo(Analyse(objs[i]), next),
-				Message: "reference cycle: " + ringString(ring)})
+			keys := refKeysTo(Analyse(objs[i]), next)
+			if len(keys) == 0 {
+				keys = []string{""} // a second object on the path: DuplicatePath says which
+			}
+			for _, k := range keys {
+				out = append(out, Problem{Reason: ReasonRefCycle, Object: objectID(objs[i]), Key: k,
+					Message: "reference cycle: " + ringString(ring)})
+			}
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -75,28 +82,24 @@ func AnalyseSet(objs []Object) []Problem {
 		if p.Reason != q.Reason {
 			return p.Reason < q.Reason
 		}
-		return p.Message < q.Message
+		if p.Message != q.Message {
+			return p.Message < q.Message
+		}
+		return p.Key < q.Key
 	})
 	return out
 }
 
-// refKeyTo names the key of a whose reference reads path, the first in
-// order with ", ..." when there are more: the key to change to break the
-// ring.
-func refKeyTo(a Analysis, path string) string {
+// refKeysTo returns the keys of a whose reference reads path, in order: the
+// keys to change to break the ring.
+func refKeysTo(a Analysis, path string) []string {
 	var keys []string
 	for _, k := range a.Keys {
 		if l := a.Leaves[k]; l.Kind == KindRef && l.Ref.Path == path {
 			keys = append(keys, k)
 		}
 	}
-	switch len(keys) {
-	case 0:
-		return ""
-	case 1:
-		return keys[0]
-	}
-	return keys[0] + ", ..."
+	return keys
 }
 
 // objectID is "namespace/name", or "name" without a namespace.

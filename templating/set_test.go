@@ -97,10 +97,11 @@ func TestAnalyseSet(t *testing.T) {
 			cycle("ns/a2", "", "reference cycle: m/a -> m/b -> m/a"),
 			cycle("ns/b", "k0", "reference cycle: m/a -> m/b -> m/a"),
 		}},
-		{name: "two keys on to the next path: the first named", in: []Object{
+		{name: "two keys on to the next path: one problem each", in: []Object{
 			seed("ns", "a", "m/a", "m/b#own", "m/b#own"), seed("ns", "b", "m/b", "m/a#own"),
 		}, want: []Problem{
-			cycle("ns/a", "k0, ...", "reference cycle: m/a -> m/b -> m/a"),
+			cycle("ns/a", "k0", "reference cycle: m/a -> m/b -> m/a"),
+			cycle("ns/a", "k1", "reference cycle: m/a -> m/b -> m/a"),
 			cycle("ns/b", "k0", "reference cycle: m/a -> m/b -> m/a"),
 		}},
 		{name: "malformed refs are ignored", in: []Object{
