@@ -31,7 +31,7 @@ const (
 const usage = `Usage:
   ohmlab validate [--output text|json] -|FILE|DIR...
                   check VaultSeed objects in a YAML stream ("-" is standard input),
-                  files, and directories (their .yaml and .yml files, recursively)
+                  files, and directories (their .yaml, .yml and .json files, recursively)
   ohmlab plan [--output text|json] [--token-file FILE] -|FILE|DIR...
                   validate them, then print what the controller would do to their
                   Vault paths, reading only (ohmlab plan --help)

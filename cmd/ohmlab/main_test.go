@@ -163,14 +163,16 @@ func TestValidateFilesAndDirectories(t *testing.T) {
 		"a.yaml":             vaultSeed("a", "  path: ohmlab/x\n"),
 		"sub/deeper/b.yml":   vaultSeed("b", "  path: ohmlab/x\n"),
 		"sub/notes.txt":      vaultSeed("ignored", "  path: ohmlab/x\n"),
+		"sub/j.json":         `{"apiVersion": "ohmlab.fr/v1alpha1", "kind": "VaultSeed", "metadata": {"name": "j", "namespace": "vo"}, "spec": {"path": "ohmlab/x"}}`,
 		"sub/c.yaml":         "# only a comment\n---\n",
 		"explicit.manifests": vaultSeed("e", "  path: ohmlab/e\n  data:\n    k: \"<hex:3>\"\n"),
 	})
 	got := runCLI(t, "", "validate", filepath.Join(dir, "sub"), filepath.Join(dir, "a.yaml"), filepath.Join(dir, "explicit.manifests"))
 	want := result{
 		Code: exitInvalid,
-		Stdout: filepath.Join(dir, "sub/deeper/b.yml") + ":vo/b: spec.path: path ohmlab/x is also declared by vo/a\n" +
-			filepath.Join(dir, "a.yaml") + ":vo/a: spec.path: path ohmlab/x is also declared by vo/b\n" +
+		Stdout: filepath.Join(dir, "sub/deeper/b.yml") + ":vo/b: spec.path: path ohmlab/x is also declared by vo/a, vo/j\n" +
+			filepath.Join(dir, "sub/j.json") + ":vo/j: spec.path: path ohmlab/x is also declared by vo/a, vo/b\n" +
+			filepath.Join(dir, "a.yaml") + ":vo/a: spec.path: path ohmlab/x is also declared by vo/b, vo/j\n" +
 			filepath.Join(dir, "explicit.manifests") + ":vo/e: k: <hex:N> needs an even decimal length N from 2 to 4096, found \"<hex:3>\"\n",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -290,6 +292,13 @@ func TestValidateInputs(t *testing.T) {
 			args:  []string{"validate", "-"},
 			want: result{Code: exitInvalid, Stdout: "-:vo/k: \\u202e: key name \"\\u202e\" contains the control or invisible character U+202E: a key that looks like another is refused\n",
 				Stderr: "-:vo/k: warning: spec.data.\\u202e.tls: line 9: the unquoted on is the boolean true for kubectl, Helm and Argo CD (YAML 1.1), and Vault gets true: quote it (\"on\") if you meant the text\n"},
+		},
+		{
+			name:  "a name the API server refuses is refused in its words, and printed escaped",
+			stdin: "apiVersion: ohmlab.fr/v1alpha1\nkind: VaultSeed\nmetadata: {name: \"a\\u202eb\", namespace: vo}\nspec: {path: ohmlab/a}\n",
+			args:  []string{"validate", "-"},
+			want: result{Code: exitInvalid, Stdout: "-:vo/a\\u202eb: metadata.name: Invalid value: \"a\\u202eb\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', " +
+				"and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*'): kubectl apply refuses it\n"},
 		},
 		{
 			name:  "an unquoted number that is not kept as written is a warning with its line, never its value",

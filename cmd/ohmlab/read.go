@@ -14,6 +14,9 @@ import (
 	"strconv"
 	"strings"
 
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
@@ -43,7 +46,8 @@ type object struct {
 }
 
 // readInputs reads every argument: "-" is standard input, a directory is
-// walked for .yaml and .yml files, any other argument is one file. The
+// walked for .yaml, .yml and .json files (as kubectl apply -f and Argo CD
+// read a directory), any other argument is one file. The
 // error, for unreadable input or invalid YAML, names the file (and line).
 func readInputs(args []string, stdin io.Reader) ([]object, error) {
 	var out []object
@@ -95,8 +99,8 @@ func isRegular(path string) bool {
 	return err == nil && info.Mode().IsRegular()
 }
 
-// yamlFiles returns arg itself when it is a file, or the .yaml and .yml
-// files under it (and links to files), in lexical order, when it is a
+// yamlFiles returns arg itself when it is a file, or the .yaml, .yml and
+// .json files under it (and links to files), in lexical order, when it is a
 // directory.
 func yamlFiles(arg string) ([]string, error) {
 	info, err := os.Stat(arg)
@@ -111,7 +115,7 @@ func yamlFiles(arg string) ([]string, error) {
 		if err != nil {
 			return err
 		}
-		if ext := filepath.Ext(p); ext != ".yaml" && ext != ".yml" {
+		if ext := filepath.Ext(p); ext != ".yaml" && ext != ".yml" && ext != ".json" {
 			return nil
 		}
 		switch {
@@ -332,6 +336,8 @@ func decodeSeed(file string, line int, apiVersion string, j []byte) object {
 	if o.Seed.Name == "" {
 		o.Problems = append(o.Problems, validate.Problem{Reason: templating.ReasonInvalidSpec, Key: validate.KeyName,
 			Message: "is empty: kubectl apply needs a name"})
+	} else {
+		o.Problems = append(o.Problems, metadataProblems(o.Seed.ObjectMeta)...)
 	}
 	switch {
 	case len(j) > maxStoredObject:
@@ -345,6 +351,24 @@ func decodeSeed(file string, line int, apiVersion string, j []byte) object {
 			(len(j)+1023)/1024)})
 	}
 	return o
+}
+
+// metadataProblems checks metadata as the API server does when a namespaced
+// custom resource is created (apiextensions-apiserver's validator): the name a
+// DNS subdomain, the namespace a DNS label, then the labels, annotations,
+// owner references and finalizers. An empty namespace is not one: kubectl
+// and Argo CD fill it in. The messages are the API server's; none holds an
+// annotation's value.
+func metadataProblems(m metav1.ObjectMeta) []validate.Problem {
+	if m.Namespace == "" {
+		m.Namespace = "default"
+	}
+	var out []validate.Problem
+	for _, e := range apivalidation.ValidateObjectMeta(&m, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata")) {
+		out = append(out, validate.Problem{Reason: templating.ReasonInvalidSpec, Key: e.Field,
+			Message: e.ErrorBody() + ": kubectl apply refuses it"})
+	}
+	return out
 }
 
 // maxStoredObject is etcd's default request limit (--max-request-bytes,

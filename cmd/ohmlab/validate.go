@@ -9,6 +9,7 @@ import (
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
 	"github.com/ohmlab/ohmlab-controller/internal/validate"
+	"github.com/ohmlab/ohmlab-controller/templating"
 )
 
 // finding is one problem or warning of one object, as --output json prints
@@ -19,7 +20,8 @@ type finding struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 	validate.Problem
-	// id is validate.ID of the object.
+	// id is validate.ID of the object, printable (templating.PrintableKey):
+	// a name the API server would refuse may hold any character.
 	id string
 }
 
@@ -126,7 +128,7 @@ func check(objs []object) report {
 func findings(o object, ps []validate.Problem) []finding {
 	out := make([]finding, len(ps))
 	for i, p := range ps {
-		out[i] = finding{File: o.File, Line: o.Line, Namespace: o.Seed.Namespace, Name: o.Seed.Name, Problem: p, id: validate.ID(o.Seed)}
+		out[i] = finding{File: o.File, Line: o.Line, Namespace: o.Seed.Namespace, Name: o.Seed.Name, Problem: p, id: templating.PrintableKey(validate.ID(o.Seed))}
 	}
 	return out
 }
