@@ -98,7 +98,8 @@ type Analysis struct {
 	// Warnings are legal but surprising leaves, sorted by Key then Message,
 	// with an empty Reason: a plain string that is a template with white
 	// space around it ([LooksLikeTemplate]), written as literal text; a
-	// plain string that looks like a secret ([LooksLikeSecret]).
+	// plain string that looks like a secret ([LooksLikeSecret]); values
+	// over MaxEntryBytes (with an empty Key).
 	Warnings []Problem
 }
 
@@ -122,6 +123,10 @@ type Analysis struct {
 //     hand-filled key is declared as ""), is a map, or closes a cycle of keys
 //     (through references to the own path and bcrypt sources); references
 //     to other paths are checked by AnalyseSet and the reconciler;
+//   - values that come to more than MaxWriteBytes of JSON (writeSize: what
+//     the object declares, references left out), which Vault refuses in one
+//     request and the controller would generate first; above
+//     MaxEntryBytes, a warning;
 //   - InvalidRotation: an empty rotate.token; rotate.keys naming a key that
 //     is not declared, a map, or a key that is not generated (plain, "",
 //     <ref:>, <bcrypt:>; for a public key, list its private key: the pair
@@ -142,6 +147,7 @@ func Analyse(o Object) Analysis {
 	sort.Strings(an.a.Keys)
 	an.checkLeaves()
 	an.checkRotation(o.Rotate)
+	an.checkSize()
 	// A key under a refused one (an invisible character) still names a
 	// warning or a problem of its own: it must not reach a terminal raw.
 	for _, ps := range [][]Problem{an.a.Warnings, an.a.Problems} {

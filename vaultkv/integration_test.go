@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/ohmlab/ohmlab-controller/templating"
 	"github.com/ohmlab/ohmlab-controller/test/harness"
 	"github.com/ohmlab/ohmlab-controller/vaultkv"
 )
@@ -217,6 +218,36 @@ func TestIntegrationCheckAndSet(t *testing.T) {
 				t.Fatalf("Read (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestIntegrationWritesOverMaxWriteBytesAreRefused: Vault refuses a write
+// whose values come to more than templating.MaxWriteBytes of JSON (its
+// listener's default max_request_size), the limit the analysis refuses an
+// object above. One over templating.MaxEntryBytes, only a warning, is
+// taken by a Vault without integrated storage (this dev server's).
+func TestIntegrationWritesOverMaxWriteBytesAreRefused(t *testing.T) {
+	ctx := context.Background()
+	v := harness.VaultForTest(t)
+	c := rootClient(t, record(t), v)
+	values := func(n int) map[string]any {
+		const keys = 256 // Vault also bounds the length of one JSON string
+		data := map[string]any{}
+		for i := range keys {
+			data[fmt.Sprintf("k%d", i)] = strings.Repeat("x", n/keys)
+		}
+		return data
+	}
+	path := "ohmlab/platforms/core/big/values"
+	_, err := c.Write(ctx, path, values(templating.MaxWriteBytes+1), 0)
+	if vaultkv.ClassOf(err) != "invalid" || !strings.Contains(fmt.Sprint(err), "request body too large") {
+		t.Fatalf("a write of more than %d bytes: %v; want Vault's 413", templating.MaxWriteBytes, err)
+	}
+	if s, err := c.Read(ctx, path); err != nil || s.Exists {
+		t.Fatalf("Read after the refused write = %v, %v; want absent", s.Exists, err)
+	}
+	if _, err := c.Write(ctx, path, values(2*templating.MaxEntryBytes), 0); err != nil {
+		t.Fatalf("a write of %d bytes: %v", 2*templating.MaxEntryBytes, err)
 	}
 }
 
