@@ -332,9 +332,52 @@ func TestValidateInputs(t *testing.T) {
 		},
 		{
 			name:  "no VaultSeed is valid and says so",
-			stdin: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n---\n\n---\n# nothing\n---\nplain scalar\n---\n- a list\n",
+			stdin: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n---\n\n---\n# nothing\n---\n",
 			args:  []string{"validate", "-"},
 			want:  result{Code: exitValid, Stderr: "ohmlab validate: no VaultSeed found\n"},
+		},
+		{
+			name:  "what the API server's message quotes is printed escaped too",
+			stdin: "apiVersion: ohmlab.fr/v1alpha1\nkind: VaultSeed\nmetadata: {name: a, namespace: vo, finalizers: [orphan, foregroundDeletion, \"ex.com/a\\u202eb\"]}\nspec: {path: ohmlab/a}\n",
+			args:  []string{"validate", "-"},
+			want: result{Code: exitInvalid, Stdout: "-:vo/a: metadata.finalizers: Invalid value: \"ex.com/a\\u202eb\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]'): kubectl apply refuses it\n" +
+				"-:vo/a: metadata.finalizers: Invalid value: [\"orphan\",\"foregroundDeletion\",\"ex.com/a\\u202eb\"]: finalizer orphan and foregroundDeletion cannot be both set: kubectl apply refuses it\n"},
+		},
+		{
+			name:  "a document that is a list is unreadable, not skipped: its objects would pass unchecked",
+			stdin: "apiVersion: v1\nkind: ConfigMap\n---\n- apiVersion: ohmlab.fr/v1alpha1\n  kind: VaultSeed\n  metadata: {name: a, namespace: vo}\n",
+			args:  []string{"validate", "-"},
+			want:  result{Code: exitUsage, Stderr: "ohmlab validate: -:4: the document is a list, not an object: kubectl apply refuses it (several objects go in the items of a List)\n"},
+		},
+		{
+			name:  "a document that is a single value is unreadable",
+			stdin: "apiVersion: v1\nkind: ConfigMap\n---\nplain scalar\n",
+			args:  []string{"validate", "-"},
+			want:  result{Code: exitUsage, Stderr: "ohmlab validate: -:4: the document is a single value, not an object: kubectl apply refuses it\n"},
+		},
+		{
+			name:  "JSON objects one after another are each checked, as kubectl applies each",
+			stdin: `{"apiVersion": "ohmlab.fr/v1alpha1", "kind": "VaultSeed", "metadata": {"name": "a", "namespace": "vo"}, "spec": {"path": "ohmlab/a"}}` + "\n" + `{"apiVersion": "ohmlab.fr/v1alpha1", "kind": "VaultSeed", "metadata": {"name": "b", "namespace": "vo"}, "spec": {"path": "ohmlab/b", "data": {"k": "<random:0>"}}}`,
+			args:  []string{"validate", "-"},
+			want:  result{Code: exitInvalid, Stdout: "-:vo/b: k: <random:N> needs a decimal length N from 1 to 4096, found \"<random:0>\"\n"},
+		},
+		{
+			name:  "JSON with a surrogate pair, as Python writes an emoji, is JSON",
+			stdin: `{"apiVersion": "ohmlab.fr/v1alpha1", "kind": "VaultSeed", "metadata": {"name": "a", "namespace": "vo", "annotations": {"owner": "team \\ud83d\\ude80"}}, "spec": {"path": "ohmlab/a"}}`,
+			args:  []string{"validate", "-"},
+			want:  result{Code: exitValid},
+		},
+		{
+			name:  "JSON followed by something else is unreadable",
+			stdin: `{"apiVersion": "ohmlab.fr/v1alpha1", "kind": "VaultSeed", "metadata": {"name": "a", "namespace": "vo"}, "spec": {"path": "ohmlab/a"}}` + " trailing",
+			args:  []string{"validate", "-"},
+			want:  result{Code: exitUsage, Stderr: "ohmlab validate: -:1: the document is a single value, not an object: kubectl apply refuses it\n"},
+		},
+		{
+			name:  "annotations that client-side apply would take over 256 KiB are a warning",
+			stdin: "apiVersion: ohmlab.fr/v1alpha1\nkind: VaultSeed\nmetadata:\n  name: a\n  namespace: vo\n  annotations: {note: " + strings.Repeat("x", 140<<10) + "}\nspec: {path: ohmlab/a}\n",
+			args:  []string{"validate", "-"},
+			want:  result{Code: exitValid, Stderr: "-:vo/a: warning: metadata.annotations: are 141 KiB and the object 141 KiB of JSON: client-side kubectl apply (and Argo CD's default sync) adds a copy of the object in the annotation kubectl.kubernetes.io/last-applied-configuration, which takes the annotations over the API server's 256 KiB, so kubectl apply refuses it; apply it server-side (kubectl apply --server-side, Argo CD's ServerSideApply=true), or shorten them\n"},
 		},
 		{
 			name:  "-- ends the flags",

@@ -33,6 +33,8 @@ func TestMetadataIsCheckedAsTheAPIServerDoes(t *testing.T) {
 		refused  bool
 	}{
 		{name: "a DNS subdomain in a namespace", metadata: "{name: db.main-1, namespace: vo, labels: {app.kubernetes.io/name: db}, annotations: {note: any text at all}}"},
+		{name: "a negative generation, which the API server replaces", metadata: "{name: a, namespace: vo, generation: -1}"},
+		{name: "two controller owners", metadata: "{name: a, namespace: vo, ownerReferences: [{apiVersion: v1, kind: ConfigMap, name: \"c\\u202ex\", uid: \"1\", controller: true}, {apiVersion: v1, kind: ConfigMap, name: d, uid: \"2\", controller: true}]}", refused: true},
 		{name: "an upper-case name", metadata: "{name: Db, namespace: vo}", refused: true},
 		{name: "an underscore", metadata: "{name: a_b, namespace: vo}", refused: true},
 		{name: "a bidirectional override", metadata: "{name: \"a\\u202eb\", namespace: vo}", refused: true},

@@ -17,6 +17,7 @@ import (
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
@@ -139,23 +140,85 @@ func yamlFiles(arg string) ([]string, error) {
 }
 
 // readStream reads a multi-document YAML stream and returns its VaultSeeds,
-// also those in the items of a List or a VaultSeedList. Other documents,
-// and empty ones, are skipped. A YAML syntax error is returned as
-// "<file>:<line>: ...".
+// also those in the items of a List or a VaultSeedList. Other objects, and
+// empty documents, are skipped; a document that is a list or a single value
+// is an error, as for kubectl apply (the objects of a list would pass
+// unchecked). A stream that starts with '{' is
+// read as kubectl apply -f reads it (readJSON). A syntax error is returned
+// as "<file>:<line>: ...".
 func readStream(file string, data []byte) ([]object, error) {
+	if utilyaml.IsJSONBuffer(data) {
+		return readJSON(file, data)
+	}
 	var out []object
 	for _, d := range splitDocuments(data) {
 		j, err := yaml.YAMLToJSON(d.text)
 		if err != nil {
 			return nil, syntaxError(file, d.line, err)
 		}
-		first := len(out)
-		out = appendObjects(out, file, d.line, j, "", 0)
-		dups, booleans := duplicateKeys(d), booleanValues(d)
-		for i := first; i < len(out); i++ {
-			out[i].Warnings = append(out[i].Warnings, dups...)
-			out[i].Warnings = append(out[i].Warnings, booleans[validate.ID(out[i].Seed)]...)
+		if out, err = appendDocument(out, file, d, j); err != nil {
+			return nil, err
 		}
+	}
+	return out, nil
+}
+
+// readJSON reads data with apimachinery's YAMLOrJSONDecoder, kubectl
+// apply -f's: JSON objects one after another (Python's surrogate-pair
+// escapes included), or YAML when the first is not JSON. The warnings read
+// from the text (duplicate keys, YAML 1.1 values) are given for a stream of
+// one document.
+func readJSON(file string, data []byte) ([]object, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var docs []json.RawMessage
+	for {
+		var j json.RawMessage
+		err := dec.Decode(&j)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		var syntax utilyaml.JSONSyntaxError
+		if errors.As(err, &syntax) {
+			return nil, fmt.Errorf("%s:%d: invalid JSON: %s", file, 1+bytes.Count(data[:min(int(syntax.Offset), len(data))], []byte("\n")), syntax.Err)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: invalid JSON or YAML: %w", file, err)
+		}
+		docs = append(docs, j)
+	}
+	var out []object
+	for _, j := range docs {
+		d := document{line: 1}
+		if len(docs) == 1 {
+			d.text = data
+		}
+		var err error
+		if out, err = appendDocument(out, file, d, j); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// appendDocument appends the VaultSeeds of the JSON j of document d, with
+// the warnings of its text.
+func appendDocument(out []object, file string, d document, j []byte) ([]object, error) {
+	switch t := bytes.TrimSpace(j); {
+	case len(t) == 0 || t[0] == '{' || string(t) == "null": // an object, or an empty document
+	case t[0] == '[':
+		return nil, fmt.Errorf("%s:%d: the document is a list, not an object: kubectl apply refuses it (several objects go in the items of a List)", file, d.line)
+	default:
+		return nil, fmt.Errorf("%s:%d: the document is a single value, not an object: kubectl apply refuses it", file, d.line)
+	}
+	first := len(out)
+	out = appendObjects(out, file, d.line, j, "", 0)
+	if d.text == nil {
+		return out, nil
+	}
+	dups, booleans := duplicateKeys(d), booleanValues(d)
+	for i := first; i < len(out); i++ {
+		out[i].Warnings = append(out[i].Warnings, dups...)
+		out[i].Warnings = append(out[i].Warnings, booleans[validate.ID(out[i].Seed)]...)
 	}
 	return out, nil
 }
@@ -349,6 +412,11 @@ func decodeSeed(file string, line int, apiVersion string, j []byte) object {
 			"that client-side kubectl apply (and Argo CD's default sync) keeps of it in the annotation kubectl.kubernetes.io/last-applied-configuration: "+
 			"kubectl apply refuses it; apply it server-side (kubectl apply --server-side, Argo CD's ServerSideApply=true), or split its keys over several objects",
 			(len(j)+1023)/1024)})
+	case len(j)+annotationBytes(o.Seed.Annotations) > maxClientSideApply:
+		o.Warnings = append(o.Warnings, validate.Problem{Key: "metadata.annotations", Message: fmt.Sprintf("are %d KiB and the object %d KiB of JSON: "+
+			"client-side kubectl apply (and Argo CD's default sync) adds a copy of the object in the annotation kubectl.kubernetes.io/last-applied-configuration, "+
+			"which takes the annotations over the API server's 256 KiB, so kubectl apply refuses it; apply it server-side (kubectl apply --server-side, Argo CD's ServerSideApply=true), or shorten them",
+			(annotationBytes(o.Seed.Annotations)+1023)/1024, (len(j)+1023)/1024)})
 	}
 	return o
 }
@@ -357,18 +425,31 @@ func decodeSeed(file string, line int, apiVersion string, j []byte) object {
 // custom resource is created (apiextensions-apiserver's validator): the name a
 // DNS subdomain, the namespace a DNS label, then the labels, annotations,
 // owner references and finalizers. An empty namespace is not one: kubectl
-// and Argo CD fill it in. The messages are the API server's; none holds an
+// and Argo CD fill it in; nor is a negative generation, which the API
+// server replaces. The messages are the API server's; none holds an
 // annotation's value.
 func metadataProblems(m metav1.ObjectMeta) []validate.Problem {
 	if m.Namespace == "" {
 		m.Namespace = "default"
 	}
+	m.Generation = 0 // the API server sets it on create, before it validates
 	var out []validate.Problem
 	for _, e := range apivalidation.ValidateObjectMeta(&m, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata")) {
 		out = append(out, validate.Problem{Reason: templating.ReasonInvalidSpec, Key: e.Field,
 			Message: e.ErrorBody() + ": kubectl apply refuses it"})
 	}
 	return out
+}
+
+// annotationBytes counts annotations as the API server's limit does. The
+// annotation client-side kubectl apply adds holds the whole object, its
+// annotations included, beside them.
+func annotationBytes(a map[string]string) int {
+	n := 0
+	for k, v := range a {
+		n += len(k) + len(v)
+	}
+	return n
 }
 
 // maxStoredObject is etcd's default request limit (--max-request-bytes,

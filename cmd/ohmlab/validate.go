@@ -20,8 +20,7 @@ type finding struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 	validate.Problem
-	// id is validate.ID of the object, printable (templating.PrintableKey):
-	// a name the API server would refuse may hold any character.
+	// id is validate.ID of the object.
 	id string
 }
 
@@ -70,7 +69,7 @@ func runValidate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	objs, err := readInputs(inputs, stdin)
 	if err != nil {
-		fmt.Fprintf(stderr, "ohmlab validate: %v\n", err)
+		fmt.Fprintln(stderr, templating.PrintableKey("ohmlab validate: "+err.Error()))
 		return exitUsage
 	}
 	rep := check(objs)
@@ -86,7 +85,7 @@ func runValidate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stdout, f)
 		}
 		for _, f := range rep.Warnings {
-			fmt.Fprintf(stderr, "%s:%s: warning: %s\n", f.File, f.id, f.Problem)
+			fmt.Fprintln(stderr, templating.PrintableKey(fmt.Sprintf("%s:%s: warning: %s", f.File, f.id, f.Problem)))
 		}
 		if rep.Objects == 0 {
 			fmt.Fprintln(stderr, "ohmlab validate: no VaultSeed found")
@@ -128,12 +127,14 @@ func check(objs []object) report {
 func findings(o object, ps []validate.Problem) []finding {
 	out := make([]finding, len(ps))
 	for i, p := range ps {
-		out[i] = finding{File: o.File, Line: o.Line, Namespace: o.Seed.Namespace, Name: o.Seed.Name, Problem: p, id: templating.PrintableKey(validate.ID(o.Seed))}
+		out[i] = finding{File: o.File, Line: o.Line, Namespace: o.Seed.Namespace, Name: o.Seed.Name, Problem: p, id: validate.ID(o.Seed)}
 	}
 	return out
 }
 
-// String is "<file>:<namespace>/<name>: <key path>: <message>".
+// String is "<file>:<namespace>/<name>: <key path>: <message>", printable
+// (templating.PrintableKey): the API server's messages quote what they
+// refuse, a file name or a field may hold any character.
 func (f finding) String() string {
-	return f.File + ":" + f.id + ": " + f.Problem.String()
+	return templating.PrintableKey(f.File + ":" + f.id + ": " + f.Problem.String())
 }
