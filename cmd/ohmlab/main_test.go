@@ -455,6 +455,7 @@ func FuzzRead(f *testing.F) {
 	f.Add([]byte("a: &x [*x]\n---\n\t- :\n"))
 	f.Add([]byte(vaultSeed("b", "  path: ohmlab/b\n  data: {c: NO, d: {e: on, e: off}, f: [y]}\n")))
 	f.Add([]byte(vaultSeed("p", "  path: \"ohmlab/a/../b \"\n  data: {k: \"<ref:ohmlab/%2e/x#k>\", s: \" <random:8>\", t: \"< uuid >\"}\n")))
+	f.Add([]byte(`{"apiVersion": "ohmlab.fr/v1alpha1", "kind": "VaultSeed", "metadata": {"name": "a \ud83d\ude80"}}{"kind": "List", "items": [{}]} x`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		objs, err := readStream("fuzz.yaml", data)
 		if err != nil {
