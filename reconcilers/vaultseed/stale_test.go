@@ -122,14 +122,9 @@ func (h heldHandler) OnAdd(obj any, initial bool) { h.c.notify(func() { h.h.OnAd
 func (h heldHandler) OnUpdate(old, obj any)       { h.c.notify(func() { h.h.OnUpdate(old, obj) }) }
 func (h heldHandler) OnDelete(obj any)            { h.c.notify(func() { h.h.OnDelete(obj) }) }
 
-// TestStatusIsNeverRebuiltFromAStaleCopy: a reconcile that starts on a copy
-// older than the controller's last status write (a dependent's wake-up or a
-// requeue before the informer has seen it) plans with what that write
-// recorded: no managed key drops out, and no key the controller rotated
-// since is reported changed by someone (issue 23, item 3).
-func TestStatusIsNeverRebuiltFromAStaleCopy(t *testing.T) {
-	g := NewWithT(t)
-	ctx := context.Background()
+// startStaleController starts a controller whose client serves the copies
+// stale is given and whose cache holds its notifications while held holds.
+func startStaleController(t *testing.T) (*fixture, *staleClient, *heldEvents) {
 	stale := &staleClient{}
 	held := &heldEvents{}
 	f := startController(t, controllerOptions{
@@ -142,6 +137,18 @@ func TestStatusIsNeverRebuiltFromAStaleCopy(t *testing.T) {
 			return held
 		},
 	})
+	return f, stale, held
+}
+
+// TestStatusIsNeverRebuiltFromAStaleCopy: a reconcile that starts on a copy
+// older than the controller's last status write (a dependent's wake-up or a
+// requeue before the informer has seen it) plans with what that write
+// recorded: no managed key drops out, and no key the controller rotated
+// since is reported changed by someone (issue 23, item 3).
+func TestStatusIsNeverRebuiltFromAStaleCopy(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	f, stale, held := startStaleController(t)
 	path := f.path("app")
 	obj := f.seed("app", path, `{"b": "<random:8>", "c": "<random:8>"}`)
 	obj.Spec.Prune = true
@@ -200,18 +207,7 @@ func TestStatusIsNeverRebuiltFromAStaleCopy(t *testing.T) {
 func TestAFirstReleaseStatusIsRewrittenOnce(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	stale := &staleClient{}
-	held := &heldEvents{}
-	f := startController(t, controllerOptions{
-		client: func(c client.Client) client.Client {
-			stale.Client = c
-			return stale
-		},
-		cache: func(c cache.Cache) cache.Cache {
-			held.Cache = c
-			return held
-		},
-	})
+	f, stale, held := startStaleController(t)
 	f.create(f.seed("app", f.path("app"), `{"a": "<random:8>", "b": "<random:8>"}`))
 	obj := f.waitReady("app")
 
