@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -161,10 +162,10 @@ func deleteKey(m map[string]any, key string) bool {
 // prefix-2.pprof, ...: a profile's length is set when it starts, and
 // creation's is not known then. `go tool pprof prefix-*.pprof` merges
 // them.
-func creationProfiles(ctx context.Context, addr, prefix string, done <-chan struct{}) (int, error) {
+func creationProfiles(ctx context.Context, hc *http.Client, base, prefix string, done <-chan struct{}) (int, error) {
 	for i := 1; ; i++ {
-		url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=10", addr)
-		if err := fetchProfile(ctx, "CPU profile of creation", url, time.Minute, fmt.Sprintf("%s-%d.pprof", prefix, i)); err != nil {
+		url := base + "/debug/pprof/profile?seconds=10"
+		if err := fetchProfile(ctx, hc, "CPU profile of creation", url, time.Minute, fmt.Sprintf("%s-%d.pprof", prefix, i)); err != nil {
 			return i - 1, err
 		}
 		select {

@@ -22,10 +22,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -105,7 +107,7 @@ func main() {
 	flag.StringVar(&cfg.baselineValues, "baseline-values", "", "Chart values (YAML) for the baseline's run only, where its build's defaults differ from today's chart, e.g. '{targets: {vault: {concurrency: 4, backend: {qps: 100, burst: 200}}}}' for a build before issue 25.")
 	flag.StringVar(&cfg.thisValues, "values", "", "Chart values (YAML) for this build's run, over today's chart, e.g. '{gogc: 30}' to measure another default.")
 	flag.BoolVar(&cfg.creationOnly, "creation-only", false, "Stop once all N objects are Ready: creation's figures only.")
-	flag.StringVar(&cfg.creationProfile, "cpuprofile-creation", "", "Write CPU profiles of the controller from the creation of the N objects until all are Ready to PREFIX-1.pprof, PREFIX-2.pprof... (10 s each; go tool pprof PREFIX-*.pprof merges them).")
+	flag.StringVar(&cfg.creationProfile, "cpuprofile-creation", "", "Write CPU profiles of the controller from the creation of the N objects until all are Ready to PREFIX-1.pprof, PREFIX-2.pprof... (10 s each; go tool pprof PREFIX-?.pprof PREFIX-??.pprof merges them), and the kube-apiserver's to PREFIX-apiserver-1.pprof...")
 	flag.StringVar(&cfg.logDir, "dir", "", "Directory for the environment's files and controller.log (default: a new temporary directory, kept).")
 	flag.Parse()
 	if cfg.controller == "" || cfg.n < 2 || (cfg.workload != workloadBcrypt && cfg.workload != workloadRandom) {
@@ -255,15 +257,29 @@ func (r *report) measure(ctx context.Context, cfg config) error {
 		return err
 	}
 	profiled := make(chan struct{})
-	profiles := make(chan error, 1)
+	profiles := make(chan error, 2)
 	if cfg.creationProfile != "" {
-		go func() {
-			n, err := creationProfiles(ctx, pprofAddr, cfg.creationProfile, profiled)
-			if err == nil {
-				progress("CPU profiles of creation: %s-1.pprof to %s-%d.pprof", cfg.creationProfile, cfg.creationProfile, n)
-			}
-			profiles <- err
-		}()
+		apiserver, err := rest.HTTPClientFor(rc)
+		if err != nil {
+			return err
+		}
+		// The controller's and the API server's, whose CPU is the next
+		// largest share of creation's.
+		for _, p := range []struct {
+			name, base, prefix string
+			hc                 *http.Client
+		}{
+			{"the controller", "http://" + pprofAddr, cfg.creationProfile, http.DefaultClient},
+			{"kube-apiserver", strings.TrimSuffix(rc.Host, "/"), cfg.creationProfile + "-apiserver", apiserver},
+		} {
+			go func() {
+				n, err := creationProfiles(ctx, p.hc, p.base, p.prefix, profiled)
+				if err == nil {
+					progress("CPU profiles of creation, %s: %s-1.pprof to %s-%d.pprof", p.name, p.prefix, p.prefix, n)
+				}
+				profiles <- err
+			}()
+		}
 	}
 	progress("creating %d objects (%d at a time, workload %s)", cfg.n, cfg.workers, cfg.workload)
 	start := time.Now()
@@ -309,7 +325,7 @@ func (r *report) measure(ctx context.Context, cfg config) error {
 	progress("all Ready after %s", r.toReady.Round(time.Second))
 	close(profiled)
 	if cfg.creationProfile != "" {
-		if err := <-profiles; err != nil {
+		if err := errors.Join(<-profiles, <-profiles); err != nil {
 			return err
 		}
 	}

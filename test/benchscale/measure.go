@@ -79,22 +79,25 @@ func startLoad(ctx context.Context) func() loadFigures {
 // /debug/pprof/profile at addr) to file.
 func cpuProfile(ctx context.Context, addr string, d time.Duration, file string) error {
 	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, int(d.Seconds()))
-	return fetchProfile(ctx, "CPU profile", url, d+time.Minute, file)
+	return fetchProfile(ctx, http.DefaultClient, "CPU profile", url, d+time.Minute, file)
 }
 
 // heapProfile writes the controller's heap profile (Go's /debug/pprof/heap
 // at addr, after a GC) to file.
 func heapProfile(ctx context.Context, addr, file string) error {
-	return fetchProfile(ctx, "heap profile", fmt.Sprintf("http://%s/debug/pprof/heap?gc=1", addr), time.Minute, file)
+	return fetchProfile(ctx, http.DefaultClient, "heap profile", fmt.Sprintf("http://%s/debug/pprof/heap?gc=1", addr), time.Minute, file)
 }
 
-// fetchProfile writes what url answers within timeout to file.
-func fetchProfile(ctx context.Context, what, url string, timeout time.Duration, file string) error {
+// fetchProfile writes what url answers within timeout to file, asked with
+// hc (the API server's needs its client's credentials).
+func fetchProfile(ctx context.Context, hc *http.Client, what, url string, timeout time.Duration, file string) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
-	resp, err := (&http.Client{Timeout: timeout}).Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
