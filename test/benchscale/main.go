@@ -315,7 +315,7 @@ func (r *report) measure(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
-	r.creationCPU = cpuSince(cpuBefore, cpuReady)
+	r.creationCPU, r.creationCPUAll = cpuSince(cpuBefore, cpuReady)
 	apiReady, err := apiRequestsNow(ctx, rc)
 	if err != nil {
 		return err
@@ -910,8 +910,10 @@ type report struct {
 	// saw then.
 	newPaths     int
 	pathRequests pathRequests
-	// creationCPU is the CPU-seconds to Ready of each process of the run.
-	creationCPU string
+	// creationCPU is the CPU-seconds to Ready of each process of the run,
+	// creationCPUAll their sum.
+	creationCPU    string
+	creationCPUAll float64
 	// creationAPI are the API server's requests to Ready, every client's;
 	// creationEvents the Events seen meanwhile.
 	creationAPI    apiRequests
@@ -958,6 +960,11 @@ func (r report) write(tw io.Writer) {
 	fmt.Fprintf(tw, "  per new path, by operation\t%s (%d new paths)\n", opsPerPath(r.creation.requests, r.newPaths), r.newPaths)
 	fmt.Fprintf(tw, "Vault KV requests per new path to Ready (HTTP, counted by a proxy)\t%s\n", r.pathRequests.perPath(r.newPaths))
 	fmt.Fprintf(tw, "CPU-s to Ready by process (this machine's)\t%s\n", r.creationCPU)
+	if r.workload == workloadBcrypt {
+		b := r.readyBound()
+		fmt.Fprintf(tw, "  the best this run allows: the floor's hashes and every other process's CPU-s to Ready, over %d CPUs\t%s, %.2fx the parallel floor; all Ready at %.2fx that\n",
+			runtime.NumCPU(), secs(b), b.Seconds()/r.floors.parallel.Seconds(), r.toReady.Seconds()/b.Seconds())
+	}
 	fmt.Fprintf(tw, "API server writes to Ready, every client's (apiserver_request_total)\t%s\n", r.creationAPI.format(true))
 	fmt.Fprintf(tw, "  its other requests\t%s\n", r.creationAPI.format(false))
 	fmt.Fprintf(tw, "  Events seen to Ready, by type and reason\t%s\n", r.creationEvents)
@@ -1002,6 +1009,17 @@ func (r report) write(tw io.Writer) {
 		fmt.Fprintf(tw, "  a ConfigMap created between them (no webhook)\t%s\n", durations(a.a.configMaps, "p50", 50, "p90", 90, "p99", 99))
 		fmt.Fprintf(tw, "  the webhook's own time (controller_runtime_webhook_latency_seconds)\t%s\n", a.a.webhook)
 	}
+}
+
+// readyBound is the time to Ready of a controller that did nothing but the
+// N hashes, at the parallel floor's speed, beside the CPU the other
+// processes of the run (the API server, etcd, Vault, the benchmark) spent
+// to Ready: creation is CPU-bound, so that is the machine's limit, which
+// the parallel floor alone does not count.
+func (r report) readyBound() time.Duration {
+	hashes := r.floors.parallel.Seconds() * float64(r.floors.procs)
+	others := r.creationCPUAll - r.creation.cpu
+	return time.Duration((hashes + others) / float64(runtime.NumCPU()) * float64(time.Second))
 }
 
 func secs(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }

@@ -219,8 +219,8 @@ func processCPU() (map[string]float64, error) {
 }
 
 // cpuSince formats the CPU-seconds spent since before, by process, the
-// largest first.
-func cpuSince(before, after map[string]float64) string {
+// largest first, and returns their sum.
+func cpuSince(before, after map[string]float64) (string, float64) {
 	type row struct {
 		name string
 		cpu  float64
@@ -238,7 +238,7 @@ func cpuSince(before, after map[string]float64) string {
 	for _, r := range rows {
 		parts = append(parts, fmt.Sprintf("%s %.1f", r.name, r.cpu))
 	}
-	return strings.Join(parts, ", ")
+	return strings.Join(parts, ", "), total
 }
 
 // writeRequestsByPath writes, for each path, its requests by kind (a line
