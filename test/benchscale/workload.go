@@ -57,13 +57,30 @@ func benchSeed(workload string, i int) *ohmlabv1alpha1.VaultSeed {
 // (one core's limit, the figure of issue 13).
 type floors struct {
 	parallel, sequential time.Duration
-	procs                int
+	// parallelAgain is the parallel floor timed again once all N are
+	// Ready: the machine's speed drifts by several percent between runs
+	// and within one, so creation is compared with the mean of the two.
+	parallelAgain time.Duration
+	procs         int
+	n, timed      int
+}
+
+// parallelMean is the mean of the parallel floor timed before creation
+// and after it.
+func (f floors) parallelMean() time.Duration { return (f.parallel + f.parallelAgain) / 2 }
+
+// timeAgain times the parallel floor again.
+func (f *floors) timeAgain(progress func(string, ...any)) error {
+	progress("bcrypt floor, parallel, again: %d hashes on %d goroutines", f.timed, f.procs)
+	d, err := hashes(f.timed, f.procs)
+	f.parallelAgain = d * time.Duration(f.n) / time.Duration(f.timed)
+	return err
 }
 
 // bcryptFloors measures both floors over timed hashes and scales them to
 // n.
 func bcryptFloors(n, timed int, progress func(string, ...any)) (floors, error) {
-	f := floors{procs: runtime.GOMAXPROCS(0)}
+	f := floors{procs: runtime.GOMAXPROCS(0), n: n, timed: timed}
 	progress("bcrypt floor, parallel: %d hashes at the default cost (%d) on %d goroutines", timed, bcrypt.DefaultCost, f.procs)
 	var err error
 	if f.parallel, err = hashes(timed, f.procs); err != nil {
