@@ -9,7 +9,9 @@
 # <random:24> key per object, no bcrypt; -creation-only: stop once all are
 # Ready; -restart: the first period after a restart too;
 # -cpuprofile-creation PREFIX, -cpuprofile FILE: CPU profiles of creation
-# and of the first resync, through the controller's --pprof-bind-address).
+# (the controller's and kube-apiserver's) and of the first resync, through
+# the controller's --pprof-bind-address; -admissions 0: creation of the N
+# alone, without the admission probes).
 N                ?= 1000
 RESYNC_SCALE     ?= 10m
 BENCH_DIR        ?= $(CURDIR)/.bench
