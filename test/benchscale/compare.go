@@ -157,15 +157,25 @@ func deleteKey(m map[string]any, key string) bool {
 	return found
 }
 
-// creationProfiles writes CPU profiles of the controller from now until
-// done is closed, back to back, each of at most 10 s, to prefix-1.pprof,
-// prefix-2.pprof, ...: a profile's length is set when it starts, and
-// creation's is not known then. `go tool pprof prefix-*.pprof` merges
-// them.
-func creationProfiles(ctx context.Context, hc *http.Client, base, prefix string, done <-chan struct{}) (int, error) {
+// profiler is a process whose CPU profiles -cpuprofile-creation writes.
+type profiler struct {
+	// name names the process in messages.
+	name string
+	// base is the URL its /debug/pprof is under, asked with hc.
+	base string
+	// prefix is the profiles' file prefix.
+	prefix string
+	hc     *http.Client
+}
+
+// creationProfiles writes CPU profiles of p from now until done is closed,
+// back to back, each of at most 10 s, to prefix-1.pprof, prefix-2.pprof,
+// ...: a profile's length is set when it starts, and creation's is not
+// known then. `go tool pprof prefix-[0-9]*.pprof` merges them.
+func creationProfiles(ctx context.Context, p profiler, done <-chan struct{}) (int, error) {
 	for i := 1; ; i++ {
-		url := base + "/debug/pprof/profile?seconds=10"
-		if err := fetchProfile(ctx, hc, "CPU profile of creation", url, time.Minute, fmt.Sprintf("%s-%d.pprof", prefix, i)); err != nil {
+		url := p.base + "/debug/pprof/profile?seconds=10"
+		if err := fetchProfile(ctx, p.hc, "CPU profile of creation, "+p.name, url, time.Minute, fmt.Sprintf("%s-%d.pprof", p.prefix, i)); err != nil {
 			return i - 1, err
 		}
 		select {

@@ -89,12 +89,47 @@ type config struct {
 	values map[string]any
 }
 
+// check refuses flags the run could not honour, before anything starts:
+// a profile that cannot be written is otherwise found only at its end.
+func (c config) check() error {
+	switch {
+	case c.controller == "":
+		return errors.New("-controller is required")
+	case c.n < 2:
+		return fmt.Errorf("-n %d: at least 2", c.n)
+	case c.workload != workloadBcrypt && c.workload != workloadRandom:
+		return fmt.Errorf("-workload %q: %s or %s", c.workload, workloadBcrypt, workloadRandom)
+	case c.floorMax < runtime.GOMAXPROCS(0):
+		return fmt.Errorf("-floor-max %d: at least GOMAXPROCS (%d), or the parallel floor leaves a core idle", c.floorMax, runtime.GOMAXPROCS(0))
+	case c.admissions < 0, c.pairs < 0:
+		return fmt.Errorf("-admissions %d, -pairs %d: neither can be negative", c.admissions, c.pairs)
+	case c.workers < 1:
+		return fmt.Errorf("-workers %d: at least 1", c.workers)
+	}
+	for _, p := range []struct{ flag, path string }{
+		{"-cpuprofile", c.cpuProfile},
+		{"-cpuprofile-creation", c.creationProfile},
+		{"-heapprofile-prefix", c.heapProfile},
+	} {
+		if p.path == "" {
+			continue // not asked for
+		}
+		f, err := os.CreateTemp(filepath.Dir(p.path), ".benchscale-probe-*")
+		if err != nil {
+			return fmt.Errorf("%s: %w", p.flag, err)
+		}
+		f.Close()
+		os.Remove(f.Name())
+	}
+	return nil
+}
+
 func main() {
 	var cfg config
 	flag.IntVar(&cfg.n, "n", 1000, "Number of objects.")
 	flag.DurationVar(&cfg.resync, "resync", 10*time.Minute, "The controller's resync period (its default is 10m); the benchmark watches two of them after all objects are Ready.")
 	flag.StringVar(&cfg.controller, "controller", "", "The ohmlab-controller binary to measure. Required.")
-	flag.IntVar(&cfg.admissions, "admissions", 100, "Objects created one at a time for the admission latency.")
+	flag.IntVar(&cfg.admissions, "admissions", 100, "Objects created one at a time for the admission latency, while the N are reconciled (none once all are Ready) and after the quiet periods; 0: none, creation of the N alone.")
 	flag.IntVar(&cfg.pairs, "pairs", 5, "Dependents created before their source, for the dependent-after-source latency.")
 	flag.IntVar(&cfg.workers, "workers", 16, "Concurrent creations of the N objects.")
 	flag.BoolVar(&cfg.restart, "restart", false, "Then restart the controller and watch its first resync period (one period more).")
@@ -107,11 +142,11 @@ func main() {
 	flag.StringVar(&cfg.baselineValues, "baseline-values", "", "Chart values (YAML) for the baseline's run only, where its build's defaults differ from today's chart, e.g. '{targets: {vault: {concurrency: 4, backend: {qps: 100, burst: 200}}}}' for a build before issue 25.")
 	flag.StringVar(&cfg.thisValues, "values", "", "Chart values (YAML) for this build's run, over today's chart, e.g. '{gogc: 30}' to measure another default.")
 	flag.BoolVar(&cfg.creationOnly, "creation-only", false, "Stop once all N objects are Ready: creation's figures only.")
-	flag.StringVar(&cfg.creationProfile, "cpuprofile-creation", "", "Write CPU profiles of the controller from the creation of the N objects until all are Ready to PREFIX-1.pprof, PREFIX-2.pprof... (10 s each; go tool pprof PREFIX-?.pprof PREFIX-??.pprof merges them), and the kube-apiserver's to PREFIX-apiserver-1.pprof...")
+	flag.StringVar(&cfg.creationProfile, "cpuprofile-creation", "", "Write CPU profiles of the controller from the creation of the N objects until all are Ready to PREFIX-1.pprof, PREFIX-2.pprof... (10 s each; go tool pprof PREFIX-[0-9]*.pprof merges them), and the kube-apiserver's to PREFIX-apiserver-1.pprof...")
 	flag.StringVar(&cfg.logDir, "dir", "", "Directory for the environment's files and controller.log (default: a new temporary directory, kept).")
 	flag.Parse()
-	if cfg.controller == "" || cfg.n < 2 || (cfg.workload != workloadBcrypt && cfg.workload != workloadRandom) {
-		fmt.Fprintln(os.Stderr, "benchscale: -controller is required, -n must be at least 2 and -workload bcrypt or random")
+	if err := cfg.check(); err != nil {
+		fmt.Fprintln(os.Stderr, "benchscale:", err)
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -139,7 +174,7 @@ func main() {
 }
 
 func run(ctx context.Context, cfg config) (report, error) {
-	r := report{n: cfg.n, resync: cfg.resync, floorTimed: min(cfg.n, cfg.floorMax), scrapeInterval: cfg.scrapeInterval,
+	r := report{n: cfg.n, resync: cfg.resync, scrapeInterval: cfg.scrapeInterval, probes: cfg.admissions,
 		workload: cfg.workload, creationOnly: cfg.creationOnly}
 	err := r.measure(ctx, cfg)
 	return r, err
@@ -237,7 +272,7 @@ func (r *report) measure(ctx context.Context, cfg config) error {
 	}
 
 	if cfg.workload == workloadBcrypt {
-		if r.floors, err = bcryptFloors(cfg.n, r.floorTimed, progress); err != nil {
+		if r.floors, err = bcryptFloors(cfg.n, min(cfg.n, cfg.floorMax), progress); err != nil {
 			return err
 		}
 	}
@@ -257,7 +292,7 @@ func (r *report) measure(ctx context.Context, cfg config) error {
 		return err
 	}
 	profiled := make(chan struct{})
-	profiles := make(chan error, 2)
+	var profilers []profiler
 	if cfg.creationProfile != "" {
 		apiserver, err := rest.HTTPClientFor(rc)
 		if err != nil {
@@ -265,21 +300,20 @@ func (r *report) measure(ctx context.Context, cfg config) error {
 		}
 		// The controller's and the API server's, whose CPU is the next
 		// largest share of creation's.
-		for _, p := range []struct {
-			name, base, prefix string
-			hc                 *http.Client
-		}{
+		profilers = []profiler{
 			{"the controller", "http://" + pprofAddr, cfg.creationProfile, http.DefaultClient},
 			{"kube-apiserver", strings.TrimSuffix(rc.Host, "/"), cfg.creationProfile + "-apiserver", apiserver},
-		} {
-			go func() {
-				n, err := creationProfiles(ctx, p.hc, p.base, p.prefix, profiled)
-				if err == nil {
-					progress("CPU profiles of creation, %s: %s-1.pprof to %s-%d.pprof", p.name, p.prefix, p.prefix, n)
-				}
-				profiles <- err
-			}()
 		}
+	}
+	profiles := make(chan error, len(profilers))
+	for _, p := range profilers {
+		go func() {
+			n, err := creationProfiles(ctx, p, profiled)
+			if err == nil {
+				progress("CPU profiles of creation, %s: %s-1.pprof to %s-%d.pprof", p.name, p.prefix, p.prefix, n)
+			}
+			profiles <- err
+		}()
 	}
 	progress("creating %d objects (%d at a time, workload %s)", cfg.n, cfg.workers, cfg.workload)
 	start := time.Now()
@@ -287,21 +321,20 @@ func (r *report) measure(ctx context.Context, cfg config) error {
 		return err
 	}
 	progress("created in %s; waiting for all Ready, creating %d more one at a time meanwhile", time.Since(start).Round(time.Second), cfg.admissions)
-	// Admission while the controller is busiest: every worker generating
-	// hashes.
+	// Admission while the controller is busiest, every worker generating
+	// hashes, and only then: none starts once all are Ready.
 	busy := make(chan error, 1)
+	allReady := make(chan struct{})
 	go func() {
 		var err error
-		r.admissionBusy, err = admission(ctx, cl, ctrl, "busy-", cfg.admissions, false)
+		r.admissionBusy, err = admission(ctx, cl, ctrl, "busy-", cfg.admissions, false, allReady)
 		busy <- err
 	}()
 	if err := w.waitReady(ctx, "bench-", cfg.n, progress); err != nil {
 		return err
 	}
 	r.toReady = time.Since(start)
-	if err := <-busy; err != nil {
-		return err
-	}
+	close(allReady)
 	ready, err := sample(ctx, ctrl, w)
 	if err != nil {
 		return err
@@ -324,22 +357,30 @@ func (r *report) measure(ctx context.Context, cfg config) error {
 	r.creationEvents = w.eventsByReason().sub(eventsBefore)
 	progress("all Ready after %s", r.toReady.Round(time.Second))
 	close(profiled)
-	if cfg.creationProfile != "" {
-		if err := errors.Join(<-profiles, <-profiles); err != nil {
+	if err := <-busy; err != nil {
+		return err
+	}
+	for range profilers {
+		if err := <-profiles; err != nil {
 			return err
 		}
 	}
-	if cfg.workload == workloadBcrypt {
-		if err := r.floors.timeAgain(progress); err != nil {
-			return err
+	// The end of the run: the load it saw, and the floor timed again on
+	// the machine as it is now.
+	end := func() error {
+		r.load = load()
+		if cfg.workload != workloadBcrypt {
+			return nil
 		}
+		return r.floors.timeAgain(progress)
 	}
 	if cfg.creationOnly {
-		r.hwm, r.rss, err = memoryNow(ctrl.PID())
+		if r.hwm, r.rss, err = memoryNow(ctrl.PID()); err != nil {
+			return err
+		}
 		r.rssPeaks = rss.stop()
 		r.scrapes = scraped.stop()
-		r.load = load()
-		return err
+		return end()
 	}
 	if cfg.heapProfile != "" {
 		if err := heapProfile(ctx, pprofAddr, cfg.heapProfile+"-ready.pprof"); err != nil {
@@ -386,7 +427,7 @@ func (r *report) measure(ctx context.Context, cfg config) error {
 	}
 	progress("admission: %d objects created one at a time", cfg.admissions)
 	rss.enter("admission")
-	if r.admission, err = admission(ctx, cl, ctrl, "adm-", cfg.admissions, true); err != nil {
+	if r.admission, err = admission(ctx, cl, ctrl, "adm-", cfg.admissions, true, nil); err != nil {
 		return err
 	}
 	if r.hwm, r.rss, err = memoryNow(ctrl.PID()); err != nil {
@@ -423,8 +464,7 @@ func (r *report) measure(ctx context.Context, cfg config) error {
 		}
 		r.restarted = true
 	}
-	r.load = load()
-	return nil
+	return end()
 }
 
 // memoryNow is the process's high-water mark and resident set.
@@ -555,11 +595,11 @@ type admissions struct {
 
 // admission creates n objects one after another through the API server
 // (and so through the validating webhook), each after a dry-run of itself
-// and a ConfigMap, and returns each creation's latency. Objects withHash
-// are like the benchmark's; the others have no <bcrypt:>, so that
-// admissions made while the N objects are reconciled do not add to the
-// work measured against the bcrypt floor.
-func admission(ctx context.Context, cl client.Client, c *e2e.Controller, prefix string, n int, withHash bool) (admissions, error) {
+// and a ConfigMap, until until is closed (nil: all n), and returns each
+// creation's latency. Objects withHash are like the benchmark's; the
+// others have no <bcrypt:>, so that admissions made while the N objects are
+// reconciled add no hash to the work measured against the bcrypt floor.
+func admission(ctx context.Context, cl client.Client, c *e2e.Controller, prefix string, n int, withHash bool, until <-chan struct{}) (admissions, error) {
 	var out admissions
 	before, err := webhookLatency(ctx, c)
 	if err != nil {
@@ -573,7 +613,13 @@ func admission(ctx context.Context, cl client.Client, c *e2e.Controller, prefix 
 		*into = append(*into, time.Since(start))
 		return nil
 	}
+probes:
 	for k := range n {
+		select {
+		case <-until:
+			break probes
+		default:
+		}
 		name := fmt.Sprintf("%s%d", prefix, k)
 		path := fmt.Sprintf("ohmlab/platforms/bench/%s/%d", strings.TrimSuffix(prefix, "-"), k)
 		s := func() *ohmlabv1alpha1.VaultSeed {
@@ -894,13 +940,14 @@ type report struct {
 	// admission is measured after the quiet periods, admissionBusy while
 	// the N objects are being reconciled.
 	admission, admissionBusy admissions
-	hwm, rss                 uint64
-	rssPeaks                 string // the largest resident set of each phase
-	goHeap                   string // the Go runtime's memory at the end
-	scrapes                  string // the periodic scrapes of /metrics
-	scrapeInterval           time.Duration
+	// probes is -admissions: 0, no admission rows.
+	probes         int
+	hwm, rss       uint64
+	rssPeaks       string // the largest resident set of each phase
+	goHeap         string // the Go runtime's memory at the end
+	scrapes        string // the periodic scrapes of /metrics
+	scrapeInterval time.Duration
 
-	floorTimed    int
 	stale         int           // objects last reconciled more than a period before the quiet period's end
 	never         int           // objects never reconciled
 	oldest        time.Duration // the oldest last reconcile at its end
@@ -946,14 +993,15 @@ func (r report) write(tw io.Writer) {
 	fmt.Fprintf(tw, "configuration keys this build refused, dropped\t%s\n", dropped)
 	if r.workload == workloadBcrypt {
 		scaled := ""
-		if r.floorTimed < r.n {
-			scaled = fmt.Sprintf(" (%d hashes timed, scaled to %d)", r.floorTimed, r.n)
+		if r.floors.timed < r.n {
+			scaled = fmt.Sprintf(" (%d hashes timed, scaled to %d)", r.floors.timed, r.n)
 		}
-		fmt.Fprintf(tw, "bcrypt floor, parallel (%d hashes, cost %d, on GOMAXPROCS=%d goroutines)\t%s%s\n", r.n, bcrypt.DefaultCost, r.floors.procs, secs(r.floors.parallel), scaled)
-		fmt.Fprintf(tw, "  timed again once all are Ready\t%s; their mean %s\n", secs(r.floors.parallelAgain), secs(r.floors.parallelMean()))
+		mean, meanCPU := r.floors.parallelMean()
+		fmt.Fprintf(tw, "bcrypt floor, parallel (%d hashes, cost %d, on GOMAXPROCS=%d goroutines)\t%s, %.1f CPU-s%s\n", r.n, bcrypt.DefaultCost, r.floors.procs, secs(r.floors.parallel), r.floors.parallelCPU, scaled)
+		fmt.Fprintf(tw, "  timed again at the end of the run\t%s, %.1f CPU-s; their mean %s, %.1f CPU-s\n", secs(r.floors.parallelAgain), r.floors.parallelAgainCPU, secs(mean), meanCPU)
 		fmt.Fprintf(tw, "bcrypt floor, sequential (the same, one after another)\t%s%s\n", secs(r.floors.sequential), scaled)
 		fmt.Fprintf(tw, "all Ready after creation\t%s, %.2fx the parallel floor (%.2fx the mean of both timings), %.2fx the sequential floor\n", secs(r.toReady),
-			r.toReady.Seconds()/r.floors.parallel.Seconds(), r.toReady.Seconds()/r.floors.parallelMean().Seconds(), r.toReady.Seconds()/r.floors.sequential.Seconds())
+			r.toReady.Seconds()/r.floors.parallel.Seconds(), r.toReady.Seconds()/mean.Seconds(), r.toReady.Seconds()/r.floors.sequential.Seconds())
 	} else {
 		fmt.Fprintf(tw, "all Ready after creation\t%s (no bcrypt in this workload)\n", secs(r.toReady))
 	}
@@ -968,15 +1016,16 @@ func (r report) write(tw io.Writer) {
 	fmt.Fprintf(tw, "CPU-s to Ready by process (this machine's)\t%s\n", r.creationCPU)
 	if r.workload == workloadBcrypt {
 		b := r.readyBound()
-		fmt.Fprintf(tw, "  the best this run allows: the floor's hashes (the mean timing) and every other process's CPU-s to Ready, over %d CPUs\t%s, %.2fx the mean floor; all Ready at %.2fx that\n",
-			runtime.NumCPU(), secs(b), b.Seconds()/r.floors.parallelMean().Seconds(), r.toReady.Seconds()/b.Seconds())
+		mean, _ := r.floors.parallelMean()
+		fmt.Fprintf(tw, "  the machine's bound, estimated: the floor's CPU-s (their mean) and every other process's to Ready, over %d CPUs\t%s, %.2fx the mean floor; all Ready at %.2fx that\n",
+			runtime.NumCPU(), secs(b), b.Seconds()/mean.Seconds(), r.toReady.Seconds()/b.Seconds())
 	}
 	fmt.Fprintf(tw, "API server writes to Ready, every client's (apiserver_request_total)\t%s\n", r.creationAPI.format(true))
 	fmt.Fprintf(tw, "  its other requests\t%s\n", r.creationAPI.format(false))
 	fmt.Fprintf(tw, "  Events seen to Ready, by type and reason\t%s\n", r.creationEvents)
 	if r.creationOnly {
 		fmt.Fprintf(tw, "memory\t%s high-water mark (VmHWM), %s resident at Ready\n", mib(r.hwm), mib(r.rss))
-		if len(r.admissionBusy.seeds) > 0 {
+		if r.probes > 0 {
 			writeAdmissions(tw, busyAdmissions, r.admissionBusy)
 		}
 		return
@@ -1009,11 +1058,13 @@ func (r report) write(tw io.Writer) {
 	fmt.Fprintf(tw, "  the Go runtime at the end (go_memstats_*)\t%s\n", r.goHeap)
 	fmt.Fprintf(tw, "  /metrics scraped every %s meanwhile, as the PodMonitor does\t%s\n", r.scrapeInterval, r.scrapes)
 	fmt.Fprintf(tw, "dependent Ready after its source's write\t%s\n", durations(r.depLatency, "max", 100))
-	writeAdmissions(tw, "after the quiet periods", r.admission)
-	writeAdmissions(tw, busyAdmissions, r.admissionBusy)
+	if r.probes > 0 {
+		writeAdmissions(tw, "after the quiet periods", r.admission)
+		writeAdmissions(tw, busyAdmissions, r.admissionBusy)
+	}
 }
 
-const busyAdmissions = "while the N objects are being reconciled"
+const busyAdmissions = "while the N objects are being reconciled, until all are Ready"
 
 // writeAdmissions writes the admission rows of the objects created when.
 func writeAdmissions(tw io.Writer, when string, a admissions) {
@@ -1023,13 +1074,15 @@ func writeAdmissions(tw io.Writer, when string, a admissions) {
 	fmt.Fprintf(tw, "  the webhook's own time (controller_runtime_webhook_latency_seconds)\t%s\n", a.webhook)
 }
 
-// readyBound is the time to Ready of a controller that did nothing but the
-// N hashes, at the parallel floor's speed, beside the CPU the other
-// processes of the run (the API server, etcd, Vault, the benchmark) spent
-// to Ready: creation is CPU-bound, so that is the machine's limit, which
-// the parallel floor alone does not count.
+// readyBound estimates the time to Ready of a controller that did nothing
+// but the N hashes, at the CPU-seconds the parallel floor's took (the mean
+// of its two timings), beside the CPU-seconds the other processes of the
+// run (the API server, etcd, Vault, the benchmark) spent to Ready, all
+// spread over the machine's CPUs: creation is CPU-bound, and the parallel
+// floor alone does not count what the servers take of the same cores. An
+// estimate: the hashes' CPU-seconds move by a few percent with the machine.
 func (r report) readyBound() time.Duration {
-	hashes := r.floors.parallelMean().Seconds() * float64(r.floors.procs)
+	_, hashes := r.floors.parallelMean()
 	others := r.creationCPUAll - r.creation.cpu
 	return time.Duration((hashes + others) / float64(runtime.NumCPU()) * float64(time.Second))
 }

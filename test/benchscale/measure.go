@@ -107,11 +107,11 @@ func fetchProfile(ctx context.Context, hc *http.Client, what, url string, timeou
 	}
 	f, err := os.Create(file)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	if _, err := io.Copy(f, resp.Body); err != nil {
 		f.Close()
-		return err
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	return f.Close()
 }

@@ -54,27 +54,34 @@ func benchSeed(workload string, i int) *ohmlabv1alpha1.VaultSeed {
 // floors are the bcrypt floors of the N objects' hashes, measured in the
 // run: parallel, on GOMAXPROCS goroutines (the machine's limit: the
 // controller runs one bcrypt per core), and sequential, one after another
-// (one core's limit, the figure of issue 13).
+// (one core's limit, the figure of issue 13). Each is timed over timed
+// hashes and scaled to n.
 type floors struct {
 	parallel, sequential time.Duration
-	// parallelAgain is the parallel floor timed again once all N are
-	// Ready: the machine's speed drifts by several percent between runs
-	// and within one, so creation is compared with the mean of the two.
-	parallelAgain time.Duration
-	procs         int
-	n, timed      int
+	// parallelCPU is the CPU-seconds the parallel floor's hashes took.
+	parallelCPU float64
+	// parallelAgain and parallelAgainCPU are the parallel floor timed
+	// again at the end of the run: the machine's speed drifts by a few
+	// percent within a run, so creation is compared with the mean of the
+	// two.
+	parallelAgain    time.Duration
+	parallelAgainCPU float64
+	procs            int
+	n, timed         int
 }
 
-// parallelMean is the mean of the parallel floor timed before creation
-// and after it.
-func (f floors) parallelMean() time.Duration { return (f.parallel + f.parallelAgain) / 2 }
+// scale scales what timed hashes took to n.
+func (f floors) scale(d time.Duration) time.Duration {
+	return d * time.Duration(f.n) / time.Duration(f.timed)
+}
 
-// timeAgain times the parallel floor again.
-func (f *floors) timeAgain(progress func(string, ...any)) error {
-	progress("bcrypt floor, parallel, again: %d hashes on %d goroutines", f.timed, f.procs)
-	d, err := hashes(f.timed, f.procs)
-	f.parallelAgain = d * time.Duration(f.n) / time.Duration(f.timed)
-	return err
+// parallelMean is the mean of the parallel floor's timings (the first
+// alone until the second is taken), and of their CPU-seconds.
+func (f floors) parallelMean() (time.Duration, float64) {
+	if f.parallelAgain == 0 {
+		return f.parallel, f.parallelCPU
+	}
+	return (f.parallel + f.parallelAgain) / 2, (f.parallelCPU + f.parallelAgainCPU) / 2
 }
 
 // bcryptFloors measures both floors over timed hashes and scales them to
@@ -83,29 +90,40 @@ func bcryptFloors(n, timed int, progress func(string, ...any)) (floors, error) {
 	f := floors{procs: runtime.GOMAXPROCS(0), n: n, timed: timed}
 	progress("bcrypt floor, parallel: %d hashes at the default cost (%d) on %d goroutines", timed, bcrypt.DefaultCost, f.procs)
 	var err error
-	if f.parallel, err = hashes(timed, f.procs); err != nil {
+	if f.parallel, f.parallelCPU, err = f.hashes(f.procs); err != nil {
 		return f, err
 	}
 	progress("bcrypt floor, sequential: %d hashes, one after another", timed)
-	if f.sequential, err = hashes(timed, 1); err != nil {
+	if f.sequential, _, err = f.hashes(1); err != nil {
 		return f, err
 	}
-	f.parallel = f.parallel * time.Duration(n) / time.Duration(timed)
-	f.sequential = f.sequential * time.Duration(n) / time.Duration(timed)
 	progress("bcrypt floors: parallel %s, sequential %s", f.parallel.Round(10*time.Millisecond), f.sequential.Round(10*time.Millisecond))
 	return f, nil
 }
 
-// hashes hashes n random 24-character passwords at the default cost on
-// workers goroutines and returns the time it took.
-func hashes(n, workers int) (time.Duration, error) {
-	next := make(chan struct{}, n)
-	for range n {
+// timeAgain times the parallel floor again.
+func (f *floors) timeAgain(progress func(string, ...any)) error {
+	progress("bcrypt floor, parallel, again: %d hashes on %d goroutines", f.timed, f.procs)
+	var err error
+	f.parallelAgain, f.parallelAgainCPU, err = f.hashes(f.procs)
+	return err
+}
+
+// hashes hashes f.timed random 24-character passwords at the default cost
+// on workers goroutines and returns the time and the CPU-seconds it took,
+// scaled to f.n.
+func (f floors) hashes(workers int) (time.Duration, float64, error) {
+	next := make(chan struct{}, f.timed)
+	for range f.timed {
 		next <- struct{}{}
 	}
 	close(next)
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
+	cpu0, err := selfCPU()
+	if err != nil {
+		return 0, 0, err
+	}
 	start := time.Now()
 	for range workers {
 		wg.Go(func() {
@@ -118,8 +136,26 @@ func hashes(n, workers int) (time.Duration, error) {
 		})
 	}
 	wg.Wait()
+	took := time.Since(start)
 	close(errs)
-	return time.Since(start), <-errs
+	if err := <-errs; err != nil {
+		return 0, 0, err
+	}
+	cpu1, err := selfCPU()
+	return f.scale(took), (cpu1 - cpu0) * float64(f.n) / float64(f.timed), err
+}
+
+// selfCPU is this process's CPU-seconds (user + system).
+func selfCPU() (float64, error) {
+	p, err := procfs.Self()
+	if err != nil {
+		return 0, err
+	}
+	st, err := p.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return st.CPUTime(), nil
 }
 
 // pathRequests are the KV v2 HTTP requests the metering proxy saw, by
