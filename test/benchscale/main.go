@@ -366,11 +366,17 @@ func (r *report) measure(ctx context.Context, cfg config) error {
 		}
 	}
 	// The end of the run: the load it saw, and the floor timed again on
-	// the machine as it is now.
+	// the machine as it is now, once the controller has hashed what it
+	// was given (the admission probes of a full run have hashes).
 	end := func() error {
 		r.load = load()
 		if cfg.workload != workloadBcrypt {
 			return nil
+		}
+		if !cfg.creationOnly {
+			if err := w.waitReady(ctx, "adm-", cfg.admissions, nil); err != nil {
+				return err
+			}
 		}
 		return r.floors.timeAgain(progress)
 	}
