@@ -9,9 +9,9 @@
 # <random:24> key per object, no bcrypt; -creation-only: stop once all are
 # Ready; -restart: the first period after a restart too;
 # -cpuprofile-creation PREFIX, -cpuprofile FILE: CPU profiles of creation
-# (the controller's and kube-apiserver's) and of the first resync, through
-# the controller's --pprof-bind-address; -admissions 0: creation of the N
-# alone, without the admission probes).
+# (the controller's, through its --pprof-bind-address, and kube-apiserver's,
+# through its /debug/pprof) and of the first resync; -admissions 0:
+# creation of the N alone, without the admission probes).
 N                ?= 1000
 RESYNC_SCALE     ?= 10m
 BENCH_DIR        ?= $(CURDIR)/.bench

@@ -99,7 +99,7 @@ func (c config) check() error {
 		return fmt.Errorf("-n %d: at least 2", c.n)
 	case c.workload != workloadBcrypt && c.workload != workloadRandom:
 		return fmt.Errorf("-workload %q: %s or %s", c.workload, workloadBcrypt, workloadRandom)
-	case c.floorMax < runtime.GOMAXPROCS(0):
+	case c.workload == workloadBcrypt && c.floorMax < runtime.GOMAXPROCS(0):
 		return fmt.Errorf("-floor-max %d: at least GOMAXPROCS (%d), or the parallel floor leaves a core idle", c.floorMax, runtime.GOMAXPROCS(0))
 	case c.admissions < 0, c.pairs < 0:
 		return fmt.Errorf("-admissions %d, -pairs %d: neither can be negative", c.admissions, c.pairs)
@@ -114,7 +114,11 @@ func (c config) check() error {
 		if p.path == "" {
 			continue // not asked for
 		}
-		f, err := os.CreateTemp(filepath.Dir(p.path), ".benchscale-probe-*")
+		dir := filepath.Dir(p.path)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("%s: %w", p.flag, err)
+		}
+		f, err := os.CreateTemp(dir, ".benchscale-probe-*")
 		if err != nil {
 			return fmt.Errorf("%s: %w", p.flag, err)
 		}
@@ -287,7 +291,7 @@ func (r *report) measure(ctx context.Context, cfg config) error {
 		return err
 	}
 	eventsBefore := w.eventsByReason()
-	cpuBefore, err := processCPU()
+	cpuBefore, err := processCPU(ctrl.PID())
 	if err != nil {
 		return err
 	}
@@ -320,15 +324,18 @@ func (r *report) measure(ctx context.Context, cfg config) error {
 	if err := createAll(ctx, cl, cfg.n, cfg.workers, cfg.workload); err != nil {
 		return err
 	}
-	progress("created in %s; waiting for all Ready, creating %d more one at a time meanwhile", time.Since(start).Round(time.Second), cfg.admissions)
+	progress("created in %s; waiting for all Ready, creating up to %d more one at a time meanwhile", time.Since(start).Round(time.Second), cfg.admissions)
 	// Admission while the controller is busiest, every worker generating
 	// hashes, and only then: none starts once all are Ready.
-	busy := make(chan error, 1)
+	type probed struct {
+		a   admissions
+		err error
+	}
+	busy := make(chan probed, 1)
 	allReady := make(chan struct{})
 	go func() {
-		var err error
-		r.admissionBusy, err = admission(ctx, cl, ctrl, "busy-", cfg.admissions, false, allReady)
-		busy <- err
+		a, err := admission(ctx, cl, ctrl, "busy-", cfg.admissions, false, allReady)
+		busy <- probed{a, err}
 	}()
 	if err := w.waitReady(ctx, "bench-", cfg.n, progress); err != nil {
 		return err
@@ -344,11 +351,11 @@ func (r *report) measure(ctx context.Context, cfg config) error {
 	if err := writeRequestsByPath(filepath.Join(dir, "vault-requests-to-ready.tsv"), proxy.Seen()[seenBefore:]); err != nil {
 		return err
 	}
-	cpuReady, err := processCPU()
+	cpuReady, err := processCPU(ctrl.PID())
 	if err != nil {
 		return err
 	}
-	r.creationCPU, r.creationCPUAll = cpuSince(cpuBefore, cpuReady)
+	r.creationCPU = cpuReady.sub(cpuBefore)
 	apiReady, err := apiRequestsNow(ctx, rc)
 	if err != nil {
 		return err
@@ -357,9 +364,11 @@ func (r *report) measure(ctx context.Context, cfg config) error {
 	r.creationEvents = w.eventsByReason().sub(eventsBefore)
 	progress("all Ready after %s", r.toReady.Round(time.Second))
 	close(profiled)
-	if err := <-busy; err != nil {
-		return err
+	probes := <-busy
+	if probes.err != nil {
+		return probes.err
 	}
+	r.admissionBusy = probes.a
 	for range profilers {
 		if err := <-profiles; err != nil {
 			return err
@@ -968,10 +977,8 @@ type report struct {
 	// saw then.
 	newPaths     int
 	pathRequests pathRequests
-	// creationCPU is the CPU-seconds to Ready of each process of the run,
-	// creationCPUAll their sum.
-	creationCPU    string
-	creationCPUAll float64
+	// creationCPU is the CPU-seconds to Ready of each process of the run.
+	creationCPU processSeconds
 	// creationAPI are the API server's requests to Ready, every client's;
 	// creationEvents the Events seen meanwhile.
 	creationAPI    apiRequests
@@ -1024,7 +1031,7 @@ func (r report) write(tw io.Writer) {
 		b := r.readyBound()
 		mean, _ := r.floors.parallelMean()
 		fmt.Fprintf(tw, "  the machine's bound, estimated: the floor's CPU-s (their mean) and every other process's to Ready, over %d CPUs\t%s, %.2fx the mean floor; all Ready at %.2fx that\n",
-			runtime.NumCPU(), secs(b), b.Seconds()/mean.Seconds(), r.toReady.Seconds()/b.Seconds())
+			r.cpus(), secs(b), b.Seconds()/mean.Seconds(), r.toReady.Seconds()/b.Seconds())
 	}
 	fmt.Fprintf(tw, "API server writes to Ready, every client's (apiserver_request_total)\t%s\n", r.creationAPI.format(true))
 	fmt.Fprintf(tw, "  its other requests\t%s\n", r.creationAPI.format(false))
@@ -1074,7 +1081,7 @@ const busyAdmissions = "while the N objects are being reconciled, until all are 
 
 // writeAdmissions writes the admission rows of the objects created when.
 func writeAdmissions(tw io.Writer, when string, a admissions) {
-	fmt.Fprintf(tw, "admission of one more object, %s (%d)\t%s\n", when, len(a.seeds), durations(a.seeds, "p50", 50, "p90", 90, "p99", 99))
+	fmt.Fprintf(tw, "admission of one more object, %s\t%d objects: %s\n", when, len(a.seeds), durations(a.seeds, "p50", 50, "p90", 90, "p99", 99))
 	fmt.Fprintf(tw, "  the same creations dry-run (no storage write)\t%s\n", durations(a.dryRun, "p50", 50, "p90", 90, "p99", 99))
 	fmt.Fprintf(tw, "  a ConfigMap created between them (no webhook)\t%s\n", durations(a.configMaps, "p50", 50, "p90", 90, "p99", 99))
 	fmt.Fprintf(tw, "  the webhook's own time (controller_runtime_webhook_latency_seconds)\t%s\n", a.webhook)
@@ -1089,8 +1096,14 @@ func writeAdmissions(tw io.Writer, when string, a admissions) {
 // estimate: the hashes' CPU-seconds move by a few percent with the machine.
 func (r report) readyBound() time.Duration {
 	_, hashes := r.floors.parallelMean()
-	others := r.creationCPUAll - r.creation.cpu
-	return time.Duration((hashes + others) / float64(runtime.NumCPU()) * float64(time.Second))
+	others := r.creationCPU.total() - r.creationCPU["controller"]
+	return time.Duration((hashes + others) / float64(r.cpus()) * float64(time.Second))
+}
+
+// cpus are the CPUs the run's processes share: the floor's goroutines, at
+// most one a CPU (GOMAXPROCS follows a cgroup's CPU quota, NumCPU does not).
+func (r report) cpus() int {
+	return min(r.floors.procs, runtime.NumCPU())
 }
 
 func secs(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }

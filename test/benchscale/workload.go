@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"runtime"
@@ -75,12 +76,9 @@ func (f floors) scale(d time.Duration) time.Duration {
 	return d * time.Duration(f.n) / time.Duration(f.timed)
 }
 
-// parallelMean is the mean of the parallel floor's timings (the first
-// alone until the second is taken), and of their CPU-seconds.
+// parallelMean is the mean of the parallel floor's two timings, and of
+// their CPU-seconds.
 func (f floors) parallelMean() (time.Duration, float64) {
-	if f.parallelAgain == 0 {
-		return f.parallel, f.parallelCPU
-	}
 	return (f.parallel + f.parallelAgain) / 2, (f.parallelCPU + f.parallelAgainCPU) / 2
 }
 
@@ -236,11 +234,14 @@ func opsPerPath(m map[string]float64, paths int) string {
 	return strings.Join(parts, ", ")
 }
 
-// processCPU returns the CPU-seconds (user + system) of this process and of
-// each of its descendants (kube-apiserver, etcd, Vault, the controller) by
-// command name, so that the cost of creation can be put down to the
-// servers that share the machine.
-func processCPU() (map[string]float64, error) {
+// processSeconds are CPU-seconds (user + system) by process name.
+type processSeconds map[string]float64
+
+// processCPU returns the CPU-seconds of this process ("benchscale"), of the
+// controller (pid, "controller") and of each other descendant
+// (kube-apiserver, etcd, Vault) by command name, so that the cost of
+// creation can be put down to the servers that share the machine.
+func processCPU(controller int) (processSeconds, error) {
 	procs, err := procfs.AllProcs()
 	if err != nil {
 		return nil, err
@@ -255,13 +256,16 @@ func processCPU() (map[string]float64, error) {
 		parent[p.PID], stats[p.PID] = st.PPID, st
 	}
 	self := os.Getpid()
-	out := map[string]float64{}
+	out := processSeconds{}
 	for pid, st := range stats {
 		for a := pid; a > 1; a = parent[a] {
 			if a == self {
 				name := st.Comm
-				if pid == self {
+				switch pid {
+				case self:
 					name = "benchscale"
+				case controller:
+					name = "controller"
 				}
 				out[name] += st.CPUTime()
 				break
@@ -271,27 +275,36 @@ func processCPU() (map[string]float64, error) {
 	return out, nil
 }
 
-// cpuSince formats the CPU-seconds spent since before, by process, the
-// largest first, and returns their sum.
-func cpuSince(before, after map[string]float64) (string, float64) {
-	type row struct {
-		name string
-		cpu  float64
+// sub is the CPU-seconds spent since before.
+func (p processSeconds) sub(before processSeconds) processSeconds {
+	d := processSeconds{}
+	for name, v := range p {
+		d[name] = v - before[name]
 	}
-	var rows []row
-	total := 0.0
-	for name, v := range after {
-		if d := v - before[name]; d >= 0.05 {
-			rows = append(rows, row{name, d})
-			total += d
+	return d
+}
+
+// total is the sum over the processes.
+func (p processSeconds) total() float64 {
+	t := 0.0
+	for _, v := range p {
+		t += v
+	}
+	return t
+}
+
+// String is the total, then each process of at least 0.05 CPU-s, the
+// largest first.
+func (p processSeconds) String() string {
+	names := slices.Collect(maps.Keys(p))
+	sort.Slice(names, func(i, j int) bool { return p[names[i]] > p[names[j]] })
+	parts := []string{fmt.Sprintf("%.1f in all", p.total())}
+	for _, name := range names {
+		if p[name] >= 0.05 {
+			parts = append(parts, fmt.Sprintf("%s %.1f", name, p[name]))
 		}
 	}
-	sort.Slice(rows, func(i, j int) bool { return rows[i].cpu > rows[j].cpu })
-	parts := []string{fmt.Sprintf("%.1f in all", total)}
-	for _, r := range rows {
-		parts = append(parts, fmt.Sprintf("%s %.1f", r.name, r.cpu))
-	}
-	return strings.Join(parts, ", "), total
+	return strings.Join(parts, ", ")
 }
 
 // writeRequestsByPath writes, for each path, its requests by kind (a line
