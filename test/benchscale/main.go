@@ -881,15 +881,10 @@ func (f figures) duration() time.Duration { return f.at.Sub(time.Time{}) }
 
 func sample(ctx context.Context, c *e2e.Controller, w *watch) (figures, error) {
 	f := figures{at: time.Now(), requests: map[string]float64{}}
-	proc, err := procfs.NewProc(c.PID())
-	if err != nil {
+	var err error
+	if f.cpu, err = cpuSeconds(c.PID()); err != nil {
 		return f, err
 	}
-	stat, err := proc.Stat()
-	if err != nil {
-		return f, err
-	}
-	f.cpu = stat.CPUTime()
 	families, err := scrape(ctx, "http://"+c.MetricsAddr+"/metrics")
 	if err != nil {
 		return f, err

@@ -71,11 +71,6 @@ type floors struct {
 	n, timed         int
 }
 
-// scale scales what timed hashes took to n.
-func (f floors) scale(d time.Duration) time.Duration {
-	return d * time.Duration(f.n) / time.Duration(f.timed)
-}
-
 // parallelMean is the mean of the parallel floor's two timings, and of
 // their CPU-seconds.
 func (f floors) parallelMean() (time.Duration, float64) {
@@ -118,7 +113,7 @@ func (f floors) hashes(workers int) (time.Duration, float64, error) {
 	close(next)
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
-	cpu0, err := selfCPU()
+	cpu0, err := cpuSeconds(os.Getpid())
 	if err != nil {
 		return 0, 0, err
 	}
@@ -139,13 +134,14 @@ func (f floors) hashes(workers int) (time.Duration, float64, error) {
 	if err := <-errs; err != nil {
 		return 0, 0, err
 	}
-	cpu1, err := selfCPU()
-	return f.scale(took), (cpu1 - cpu0) * float64(f.n) / float64(f.timed), err
+	cpu1, err := cpuSeconds(os.Getpid())
+	k := float64(f.n) / float64(f.timed)
+	return time.Duration(float64(took) * k), (cpu1 - cpu0) * k, err
 }
 
-// selfCPU is this process's CPU-seconds (user + system).
-func selfCPU() (float64, error) {
-	p, err := procfs.Self()
+// cpuSeconds is process pid's CPU-seconds (user + system).
+func cpuSeconds(pid int) (float64, error) {
+	p, err := procfs.NewProc(pid)
 	if err != nil {
 		return 0, err
 	}
