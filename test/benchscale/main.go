@@ -101,10 +101,26 @@ func (c config) check() error {
 		return fmt.Errorf("-workload %q: %s or %s", c.workload, workloadBcrypt, workloadRandom)
 	case c.workload == workloadBcrypt && c.floorMax < runtime.GOMAXPROCS(0):
 		return fmt.Errorf("-floor-max %d: at least GOMAXPROCS (%d), or the parallel floor leaves a core idle", c.floorMax, runtime.GOMAXPROCS(0))
-	case c.admissions < 0, c.pairs < 0:
-		return fmt.Errorf("-admissions %d, -pairs %d: neither can be negative", c.admissions, c.pairs)
+	case c.admissions < 0:
+		return fmt.Errorf("-admissions %d: cannot be negative", c.admissions)
+	case c.pairs < 0:
+		return fmt.Errorf("-pairs %d: cannot be negative", c.pairs)
 	case c.workers < 1:
 		return fmt.Errorf("-workers %d: at least 1", c.workers)
+	case c.resync < time.Second:
+		return fmt.Errorf("-resync %s: at least 1s, the controller's minimum", c.resync)
+	case c.scrapeInterval < 0:
+		return fmt.Errorf("-scrape-interval %s: cannot be negative (0: never)", c.scrapeInterval)
+	}
+	for _, b := range []struct{ flag, path string }{{"-controller", c.controller}, {"-baseline", c.baseline}} {
+		if b.path == "" {
+			continue
+		}
+		if st, err := os.Stat(b.path); err != nil {
+			return fmt.Errorf("%s: %w", b.flag, err)
+		} else if !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
+			return fmt.Errorf("%s %s: not an executable file", b.flag, b.path)
+		}
 	}
 	for _, p := range []struct{ flag, path string }{
 		{"-cpuprofile", c.cpuProfile},
