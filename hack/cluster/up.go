@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"syscall"
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
@@ -127,6 +128,10 @@ func Up(ctx context.Context, o Options) (kubeconfig string, err error) {
 		if err := AddToDaemonCgroup(p.Pid); err != nil {
 			// Untracked, down would not find it.
 			_ = p.Kill()
+			if errors.Is(err, syscall.ESRCH) {
+				// It exited before it could be tracked.
+				return exited(o.Layout, dm.Name)
+			}
 			return fmt.Errorf("tracking %s: %w", dm.Name, err)
 		}
 		return nil

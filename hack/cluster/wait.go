@@ -44,10 +44,15 @@ func newWaiter(kubeconfig string, l Layout, started map[string]int) (*waiter, er
 func (w *waiter) dead() error {
 	for _, name := range slices.Sorted(maps.Keys(w.started)) {
 		if !Alive(w.started[name]) {
-			return fmt.Errorf("%s exited; the end of %s:\n%s", name, w.l.Logs()+"/"+name+".log", LogTail(w.l, name, 15))
+			return exited(w.l, name)
 		}
 	}
 	return nil
+}
+
+// exited is the error of daemon name having exited, with its log's tail.
+func exited(l Layout, name string) error {
+	return fmt.Errorf("%s exited; the end of %s:\n%s", name, l.Logs()+"/"+name+".log", LogTail(l, name, 15))
 }
 
 // poll runs cond every 200ms until it holds, a daemon dies or timeout
