@@ -353,6 +353,7 @@ type readResponse struct {
 		Data     map[string]any `json:"data"`
 		Metadata *struct {
 			Version        int               `json:"version"`
+			CreatedTime    string            `json:"created_time"`
 			Destroyed      bool              `json:"destroyed"`
 			CustomMetadata map[string]string `json:"custom_metadata"`
 		} `json:"metadata"`
@@ -384,6 +385,13 @@ func parseRead(body io.Reader, notFound bool) (*Secret, error) {
 	}
 	md := r.Data.Metadata
 	s := &Secret{Exists: true, Version: md.Version}
+	if md.CreatedTime != "" {
+		created, err := time.Parse(time.RFC3339Nano, md.CreatedTime)
+		if err != nil {
+			return nil, fmt.Errorf("decoding the created_time of version %d: %w", md.Version, err)
+		}
+		s.Created = created
+	}
 	if len(md.CustomMetadata) > 0 {
 		s.CustomMetadata = md.CustomMetadata
 	}
@@ -398,18 +406,18 @@ func parseRead(body io.Reader, notFound bool) (*Secret, error) {
 // Write implements KV.Write with POST <mount>/data/<rest> and options.cas,
 // which also satisfies mounts and paths with cas_required. A nil data is
 // written as an empty tree; cas must not be negative.
-func (c *Client) Write(ctx context.Context, path string, data map[string]any, cas int) (int, error) {
+func (c *Client) Write(ctx context.Context, path string, data map[string]any, cas int) (Written, error) {
 	mount, rest, err := SplitPath(path)
 	if err == nil && cas < 0 {
 		err = fmt.Errorf("cas %d is negative", cas)
 	}
 	if err != nil {
-		return 0, c.refuse(OpWrite, path, err)
+		return Written{}, c.refuse(OpWrite, path, err)
 	}
 	if data == nil {
 		data = map[string]any{}
 	}
-	var version int
+	var written Written
 	err = c.do(ctx, OpWrite, path, func(ctx context.Context) error {
 		return c.request(ctx, OpWrite, path, func(ctx context.Context) error {
 			s, err := c.api.KVv2(mount).Put(ctx, rest, data, vaultapi.WithCheckAndSet(cas))
@@ -419,14 +427,14 @@ func (c *Client) Write(ctx context.Context, path string, data map[string]any, ca
 			if s.VersionMetadata == nil || s.VersionMetadata.Version == 0 {
 				return errors.New("Vault's answer has no version")
 			}
-			version = s.VersionMetadata.Version
+			written = Written{Version: s.VersionMetadata.Version, Created: s.VersionMetadata.CreatedTime}
 			return nil
 		})
 	})
 	if err != nil {
-		return 0, err
+		return Written{}, err
 	}
-	return version, nil
+	return written, nil
 }
 
 // Mark implements KV.Mark with PATCH <mount>/metadata/<rest> (a JSON merge

@@ -160,8 +160,8 @@ func TestWriteSendsCASAndReturnsVersion(t *testing.T) {
 	}}
 	c := tokenClient(t, fv, nil)
 	v, err := c.Write(context.Background(), "ohmlab/platforms/a/b/c", nil, 7)
-	if err != nil || v != 8 {
-		t.Fatalf("Write = %d, %v", v, err)
+	if want := (Written{Version: 8, Created: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}); err != nil || !v.Created.Equal(want.Created) || v.Version != want.Version {
+		t.Fatalf("Write = %+v, %v; want %+v", v, err, want)
 	}
 	want := map[string]any{"data": map[string]any{}, "options": map[string]any{"cas": float64(7)}}
 	if diff := cmp.Diff(want, got); diff != "" {

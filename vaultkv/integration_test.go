@@ -201,8 +201,8 @@ func TestIntegrationCheckAndSet(t *testing.T) {
 			for _, st := range steps {
 				got, err := c.Write(ctx, path, st.data, st.cas)
 				r.err(err)
-				if got != st.want || vaultkv.ClassOf(err) != st.class {
-					t.Fatalf("%s: Write = %d, %v; want %d, class %s", st.name, got, err, st.want, st.class)
+				if got.Version != st.want || vaultkv.ClassOf(err) != st.class {
+					t.Fatalf("%s: Write = %d, %v; want %d, class %s", st.name, got.Version, err, st.want, st.class)
 				}
 				if err != nil && !strings.Contains(err.Error(), "check-and-set parameter did not match the current version") {
 					t.Fatalf("%s: %v lacks Vault's reason", st.name, err)
@@ -311,8 +311,8 @@ func TestIntegrationMarkKeepsOthersAndCreatesNoVersion(t *testing.T) {
 	if s, err := c.Read(ctx, path); err != nil || s.Exists {
 		t.Fatalf("Read after a Mark = %+v, %v; want absent (no version)", s, err)
 	}
-	if v, err := c.Write(ctx, path, map[string]any{"password": r.secret(randomSecret())}, 0); err != nil || v != 1 {
-		t.Fatalf("Write = %d, %v", v, err)
+	if v, err := c.Write(ctx, path, map[string]any{"password": r.secret(randomSecret())}, 0); err != nil || v.Version != 1 {
+		t.Fatalf("Write = %d, %v", v.Version, err)
 	}
 	if err := c.Mark(ctx, path, map[string]string{"ohmlab.fr/owner": "ns/b", "ohmlab.fr/rotation": "t1"}); err != nil {
 		t.Fatal(err)
@@ -478,8 +478,8 @@ func TestIntegrationDeletedLatestVersion(t *testing.T) {
 				t.Fatalf("cas=0 on a deleted latest version: %v", err)
 			}
 			got, err := c.Write(ctx, path, map[string]any{"password": r.secret(randomSecret())}, tt.version)
-			if err != nil || got != tt.version+1 {
-				t.Fatalf("cas=%d: %d, %v", tt.version, got, err)
+			if err != nil || got.Version != tt.version+1 {
+				t.Fatalf("cas=%d: %d, %v", tt.version, got.Version, err)
 			}
 		})
 	}

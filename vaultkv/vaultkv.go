@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Operation names, used in errors (Error.Op) and as the operation label of
@@ -41,6 +42,11 @@ type Secret struct {
 	Exists bool
 	// Version is the current (latest) version, 0 when absent.
 	Version int
+	// Created is the created_time Vault gave Version (zero when absent).
+	// Version numbers start again at 1 when a path is deleted with its
+	// metadata and written again, and go back with a restored snapshot: the
+	// number and the created_time together name one write.
+	Created time.Time
 	// Deleted is true when the latest version is soft-deleted or destroyed:
 	// the path is present and empty, and a write to it needs cas=Version.
 	Deleted bool
@@ -55,6 +61,13 @@ type Secret struct {
 	// at all, so MarkNew replaces nobody's custom_metadata. Read never sets
 	// it: its 404 is the same with or without metadata.
 	NoMetadata bool
+}
+
+// Written is Vault's answer to a write: the version it created and that
+// version's created_time.
+type Written struct {
+	Version int
+	Created time.Time
 }
 
 // KV is the Vault KV v2 access the reconciler uses. *Client implements it
@@ -78,11 +91,11 @@ type KV interface {
 	ReadNew(ctx context.Context, path string) (*Secret, error)
 	// Write replaces the path's whole data tree with check-and-set: cas is
 	// the version read (0: the path must have no version). It returns the
-	// new version, or an error of class ErrCASMismatch when the path's
+	// new version and its created_time, or an error of class ErrCASMismatch when the path's
 	// current version is not cas. An ErrUnavailable does not prove that
 	// nothing was written (a timed-out request may still be served): read
 	// again before writing again, as for a CAS mismatch.
-	Write(ctx context.Context, path string, data map[string]any, cas int) (int, error)
+	Write(ctx context.Context, path string, data map[string]any, cas int) (Written, error)
 	// Mark merges metadata into the path's custom_metadata (keys others put
 	// there are kept), creating the path's metadata when it has none. It
 	// never creates a KV version. Keys and values must respect Vault's

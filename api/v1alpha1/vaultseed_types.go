@@ -121,6 +121,15 @@ type ManagedKey struct {
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	Version int64 `json:"version,omitempty"`
+	// CreatedTime is the created_time Vault gave Version (RFC 3339, to the
+	// nanosecond). Version numbers start again at 1 when a path is deleted
+	// with its metadata and written again, and go back with a restored
+	// snapshot: the record holds only while Version has this created_time.
+	// Absent when recorded by an earlier release: it is taken from Vault
+	// the first time Version is read on the path this object owns.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	CreatedTime string `json:"createdTime,omitempty"`
 
 	// StoredAsName is set when the key was decoded from the first
 	// release's shape, a bare name: the object's status must be written

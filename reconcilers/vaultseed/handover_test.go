@@ -24,7 +24,7 @@ type stopAfterWrite struct {
 	stopped chan struct{}
 }
 
-func (s *stopAfterWrite) Write(ctx context.Context, path string, data map[string]any, cas int) (int, error) {
+func (s *stopAfterWrite) Write(ctx context.Context, path string, data map[string]any, cas int) (vaultkv.Written, error) {
 	v, err := s.KV.Write(ctx, path, data, cas)
 	s.stop()
 	close(s.stopped)

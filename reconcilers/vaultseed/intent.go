@@ -3,16 +3,16 @@ package vaultseed
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"reflect"
-	"slices"
 	"strings"
+	"time"
 	"unicode/utf16"
 
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
 	"github.com/ohmlab/ohmlab-controller/internal/seeds"
@@ -31,6 +31,22 @@ import (
 type intent struct {
 	// Version is the KV version the write creates: its check-and-set + 1.
 	Version int `json:"version"`
+	// UID and Generation are the writing object's: a record of another
+	// object (one deleted and created again under the same name) is never
+	// reported, and a copy of the object older than the one that wrote is
+	// stale and writes nothing.
+	UID        string `json:"uid,omitempty"`
+	Generation int64  `json:"generation,omitempty"`
+	// Base is the created_time of the version the write was planned on, ""
+	// for a new path: a version Version of another life of the path (deleted
+	// with its metadata and written again) follows another version.
+	Base string `json:"base,omitempty"`
+	// Until is when the writer gives up its write (its reconcile's
+	// deadline): a version created later, allowing for clock skew, is not
+	// its write.
+	Until string `json:"until,omitempty"`
+	// Void: the write was refused; the record tells of nothing.
+	Void bool `json:"void,omitempty"`
 	// Token is the rotation token recorded after the write, "" when none.
 	Token string `json:"token,omitempty"`
 	// Actions are the write's actions: the keys of each field action, an
@@ -47,9 +63,18 @@ type intent struct {
 // Vault's 64 keys to the path's other custom_metadata.
 const maxIntentParts = 8
 
-// intentOf is the record of p's data write.
-func intentOf(p Plan) intent {
-	w := intent{Version: p.CAS + 1, Token: p.RecordToken, Actions: map[string][]string{}}
+// maxClockSkew is how far Vault's clock, which stamps created_time, may be
+// ahead of the controller's, which sets a record's Until.
+const maxClockSkew = time.Minute
+
+// intentOf is the record of p's data write by seed, given up at ctx's
+// deadline.
+func intentOf(ctx context.Context, p Plan, seed *ohmlabv1alpha1.VaultSeed) intent {
+	w := intent{Version: p.CAS + 1, UID: string(seed.UID), Generation: seed.Generation, Base: createdTime(p.Base),
+		Token: p.RecordToken, Actions: map[string][]string{}}
+	if deadline, ok := ctx.Deadline(); ok {
+		w.Until = deadline.UTC().Format(time.RFC3339Nano)
+	}
 	for _, a := range p.Actions {
 		keys := w.Actions[a.Name]
 		if keys == nil {
@@ -77,7 +102,7 @@ func intentKey(i int) string {
 func (w intent) metadata() map[string]string {
 	s := asciiJSON(w)
 	if len(s) > maxIntentParts*vaultkv.MaxMetadataValueBytes {
-		s = asciiJSON(intent{Version: w.Version, Unlisted: true})
+		s = asciiJSON(intent{Version: w.Version, UID: w.UID, Generation: w.Generation, Base: w.Base, Until: w.Until, Token: w.Token, Unlisted: true})
 	}
 	md := map[string]string{}
 	for i := 0; s != ""; i++ {
@@ -122,7 +147,7 @@ func recordedIntent(md map[string]string) (intent, bool) {
 		s.WriteString(part)
 		var w intent
 		if json.Unmarshal([]byte(s.String()), &w) == nil && w.Version > 0 {
-			return w, true
+			return w, !w.Void
 		}
 	}
 	return intent{}, false
@@ -160,12 +185,12 @@ func (w intent) reported(statusVersion int64, managed []ohmlabv1alpha1.ManagedKe
 // person wrote instead (the write's check-and-set then failed) changes
 // other keys or leaves a recorded key as it was.
 func (w intent) landedIn(written, before *vaultkv.Secret) bool {
-	if w.Unlisted || written == nil || !written.Exists || written.Deleted || written.Version != w.Version {
+	if w.Unlisted || written == nil || !written.Exists || written.Deleted || written.Version != w.Version || !w.inTime(written.Created) {
 		return false
 	}
 	var was map[string]any
 	if before != nil {
-		if !before.Exists || before.Deleted {
+		if !before.Exists || before.Deleted || createdTime(before.Created) != w.Base {
 			return false
 		}
 		was = before.Data
@@ -192,16 +217,21 @@ func (w intent) landedIn(written, before *vaultkv.Secret) bool {
 	return true
 }
 
-// plan is the part of the recorded write's plan that its report needs:
-// actions (the token record only when the path shows it) and the managed
-// keys after it, from the managed keys before.
-func (w intent) plan(tokenRecorded bool, managed []ohmlabv1alpha1.ManagedKey) Plan {
-	// Data is set (empty) so that managedStatus counts the keys as written.
-	p := Plan{CAS: w.Version - 1, Data: map[string]any{}}
-	names := map[string]bool{}
-	for _, m := range managed {
-		names[m.Key] = true
+// inTime says whether a version created at created may be the record's
+// write: before its writer gave up, allowing for clock skew. A record
+// without Until (an earlier release's) bounds nothing.
+func (w intent) inTime(created time.Time) bool {
+	if w.Until == "" {
+		return true
 	}
+	until, err := time.Parse(time.RFC3339Nano, w.Until)
+	return err == nil && !created.After(until.Add(maxClockSkew))
+}
+
+// plan is the part of the recorded write's plan that its report needs: its
+// actions, the token record only when the path shows it.
+func (w intent) plan(tokenRecorded bool) Plan {
+	p := Plan{CAS: w.Version - 1}
 	for name, keys := range w.Actions {
 		if name == ActionRecordToken && !tokenRecorded {
 			continue
@@ -211,16 +241,9 @@ func (w intent) plan(tokenRecorded bool, managed []ohmlabv1alpha1.ManagedKey) Pl
 		}
 		for _, k := range keys {
 			p.Actions = append(p.Actions, Action{Name: name, Key: k})
-			names[k] = name != ActionDeleteField
 		}
 	}
 	sortActions(p.Actions)
-	for k, managed := range names {
-		if managed {
-			p.ManagedKeys = append(p.ManagedKeys, k)
-		}
-	}
-	slices.Sort(p.ManagedKeys)
 	return p
 }
 
@@ -233,10 +256,12 @@ func (w intent) rotated(declared string, path *vaultkv.Secret) bool {
 
 // landed finds the path at or past the object's recorded write, and
 // returns that write when it landed and either the object's status does not
-// tell of it (it is then reported as its writer would have: event, metric,
-// managed keys) or its rotation token is left to record; nil otherwise. It
-// reads the version the write made when someone wrote since, and the
-// version before it, only then.
+// tell of it (it is then reported as its writer would have: event and
+// metric) or its rotation token is left to record; nil otherwise. It reads
+// the version the write made when someone wrote since, and the version
+// before it, only then. Its keys are not made managed: only a write whose
+// answer the controller saw makes a key one a prune may remove
+// (DESIGN.md, "Provenance").
 func (r *Reconciler) landed(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, path *vaultkv.Secret) *intent {
 	w, ok := recordedIntent(path.CustomMetadata)
 	if r.ObserveOnly || !ok || !path.Exists || path.Deleted || path.Version < w.Version ||
@@ -247,13 +272,16 @@ func (r *Reconciler) landed(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed,
 	if seed.Spec.Rotate != nil {
 		declared = seed.Spec.Rotate.Token
 	}
-	reported := w.reported(seed.Status.Version, r.managed(seed))
+	// The write of another object under the same name (deleted and
+	// created again) is not this object's to report; its rotation landed
+	// on the path all the same, and is not made twice.
+	reported := w.UID != string(seed.UID) || w.reported(seed.Status.Version, r.managed(seed))
 	if reported && !w.rotated(declared, path) {
 		return nil
 	}
 	log := ctrl.LoggerFrom(ctx).WithValues("path", seed.Spec.Path, "version", w.Version)
 	if w.Unlisted {
-		log.Info("cannot tell which keys an unreported write named: they were too many to record, so they stay unmanaged")
+		log.Info("cannot tell which keys an unreported write named: they were too many to record")
 		return nil
 	}
 	written, before := path, (*vaultkv.Secret)(nil)
@@ -272,20 +300,41 @@ func (r *Reconciler) landed(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed,
 		return nil
 	}
 	if !reported {
-		p := w.plan(path.CustomMetadata[ohmlabv1alpha1.RotationTokenMetadataKey] == w.Token, r.managed(seed))
+		p := w.plan(path.CustomMetadata[ohmlabv1alpha1.RotationTokenMetadataKey] == w.Token)
 		r.Metrics.wrote(r.Target, seed.Namespace, seed.Name)
 		r.Recorder.Eventf(seed, nil, corev1.EventTypeNormal, eventReason(p), "Write", "%s (KV version %d)", p.Summary(), w.Version)
 		log.Info("an unreported write had landed", "changes", p.Summary())
-		r.unreported.Store(client.ObjectKeyFromObject(seed), unreported{managedKeys: managedStatus(p, r.managed(seed), true, w.Version)})
 		r.notifyDependents(ctx, seed.Spec.Path)
 	}
 	return &w
 }
 
+// staleCopy says whether the path's last recorded write was made by a newer
+// generation of this object than seed: seed is a stale copy (a process whose
+// cache lags behind another's during a shard move), and planning from it
+// could undo that write or rotate for an older token.
+func staleCopy(seed *ohmlabv1alpha1.VaultSeed, path *vaultkv.Secret) bool {
+	w, ok := recordedIntent(path.CustomMetadata)
+	return ok && seed.UID != "" && w.UID == string(seed.UID) && w.Generation > seed.Generation
+}
+
+// void marks the record of a write that Vault refused, so that no later
+// version (a person's, made while the controller waits) is taken for it. A
+// write that may have been served (no answer, a conflict another writer
+// may have caused) keeps its record: it is checked when the path is read.
+func (r *Reconciler) void(ctx context.Context, path string, w intent, err error) {
+	if !errors.Is(err, vaultkv.ErrForbidden) && !errors.Is(err, vaultkv.ErrInvalid) {
+		return
+	}
+	if merr := r.KV.Mark(ctx, path, map[string]string{intentKey(0): asciiJSON(intent{Version: w.Version, UID: w.UID, Void: true})}); merr != nil {
+		ctrl.LoggerFrom(ctx).Info("cannot void the record of a refused write; it expires at its deadline", "path", path, "reason", merr.Error())
+	}
+}
+
 // withIntent is the custom_metadata apply merges before p's data write: the
-// plan's own (the owner marker) and the write's record, in one request.
-func withIntent(p Plan) map[string]string {
-	md := intentOf(p).metadata()
+// plan's own (the owner marker) and the write's record w, in one request.
+func withIntent(p Plan, w intent) map[string]string {
+	md := w.metadata()
 	maps.Copy(md, p.Mark)
 	return md
 }

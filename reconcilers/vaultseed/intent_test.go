@@ -1,12 +1,15 @@
 package vaultseed
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 	"unicode"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
 	"github.com/ohmlab/ohmlab-controller/vaultkv"
@@ -47,7 +50,7 @@ func TestIntentMetadataRoundTrip(t *testing.T) {
 			name:      "key names past every part: a record without them",
 			w:         intent{Version: 9, Token: "t2", Actions: map[string][]string{ActionCreateField: manyKeys(200)}},
 			wantParts: 1,
-			want:      intent{Version: 9, Unlisted: true},
+			want:      intent{Version: 9, Token: "t2", Unlisted: true},
 		},
 	}
 	for _, tt := range tests {
@@ -155,6 +158,12 @@ func TestIntentLandedIn(t *testing.T) {
 	create := intent{Version: 1, Actions: map[string][]string{ActionCreate: {}, ActionCreateField: {"admin.password", "user"}}}
 	rotation := intent{Version: 5, Token: "t2", Actions: map[string][]string{ActionRotate: {"admin.password"}, ActionRecordToken: {}}}
 	prune := intent{Version: 3, Actions: map[string][]string{ActionDeleteField: {"old"}, ActionCreateField: {"new"}}}
+	t0 := time.Date(2026, 12, 6, 5, 0, 0, 0, time.UTC)
+	stamped := func(version int, created time.Time, data m) *vaultkv.Secret {
+		return &vaultkv.Secret{Exists: true, Version: version, Created: created, Data: data}
+	}
+	based := rotation
+	based.Base, based.Until = createdTime(t0), t0.Add(2*time.Minute).Format(time.RFC3339Nano)
 	tests := []struct {
 		name            string
 		w               intent
@@ -178,6 +187,12 @@ func TestIntentLandedIn(t *testing.T) {
 		{name: "the written version deleted", w: rotation, written: &vaultkv.Secret{Exists: true, Version: 5, Deleted: true}, before: at(4, m{"admin": m{"password": "old"}})},
 		{name: "another version", w: rotation, written: at(6, m{"admin": m{"password": "new"}}), before: at(4, m{"admin": m{"password": "old"}})},
 		{name: "an unlisted record", w: intent{Version: 5, Unlisted: true}, written: at(5, m{"a": "b"}), before: at(4, m{})},
+		{name: "planned on another life of the path: the version before has another created_time", w: based,
+			written: stamped(5, t0.Add(time.Second), m{"admin": m{"password": "new"}}), before: stamped(4, t0.Add(-time.Hour), m{"admin": m{"password": "old"}})},
+		{name: "planned on the version before, created in time", w: based,
+			written: stamped(5, t0.Add(time.Second), m{"admin": m{"password": "new"}}), before: stamped(4, t0, m{"admin": m{"password": "old"}}), want: true},
+		{name: "created after its writer gave up: a person's write", w: based,
+			written: stamped(5, t0.Add(2*time.Minute+maxClockSkew+time.Second), m{"admin": m{"password": "new"}}), before: stamped(4, t0, m{"admin": m{"password": "old"}})},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -190,36 +205,28 @@ func TestIntentLandedIn(t *testing.T) {
 
 func TestIntentPlan(t *testing.T) {
 	rotation := intent{Version: 5, Token: "t2", Actions: map[string][]string{ActionUpdateField: {"admin.passwordHashed"}, ActionRotate: {"admin.password"}, ActionRecordToken: {}}}
-	before := []ohmlabv1alpha1.ManagedKey{{Key: "admin.password", Version: 2}, {Key: "admin.passwordHashed", Version: 2}, {Key: "old", Version: 2}, {Key: "user", Version: 2}}
 	tests := []struct {
 		name          string
 		w             intent
 		tokenRecorded bool
 		wantSummary   string
 		wantReason    string
-		wantManaged   []ohmlabv1alpha1.ManagedKey
 	}{
 		{name: "a rotation whose token is recorded", w: rotation, tokenRecorded: true,
-			wantSummary: "1 update-field (admin.passwordHashed), 1 rotate (admin.password), 1 record-token", wantReason: "Rotated",
-			wantManaged: []ohmlabv1alpha1.ManagedKey{{Key: "admin.password", Version: 5}, {Key: "admin.passwordHashed", Version: 5}, {Key: "old", Version: 2}, {Key: "user", Version: 2}}},
+			wantSummary: "1 update-field (admin.passwordHashed), 1 rotate (admin.password), 1 record-token", wantReason: "Rotated"},
 		{name: "a rotation whose token is not recorded yet", w: rotation,
-			wantSummary: "1 update-field (admin.passwordHashed), 1 rotate (admin.password)", wantReason: "Rotated",
-			wantManaged: []ohmlabv1alpha1.ManagedKey{{Key: "admin.password", Version: 5}, {Key: "admin.passwordHashed", Version: 5}, {Key: "old", Version: 2}, {Key: "user", Version: 2}}},
+			wantSummary: "1 update-field (admin.passwordHashed), 1 rotate (admin.password)", wantReason: "Rotated"},
 		{name: "an adoption that creates keys and prunes one", w: intent{Version: 5, Actions: map[string][]string{ActionAdopt: {}, ActionCreateField: {"new"}, ActionDeleteField: {"old"}}},
-			wantSummary: "1 adopt, 1 create-field (new), 1 delete-field (old)", wantReason: "Adopted",
-			wantManaged: []ohmlabv1alpha1.ManagedKey{{Key: "admin.password", Version: 2}, {Key: "admin.passwordHashed", Version: 2}, {Key: "new", Version: 5}, {Key: "user", Version: 2}}},
+			wantSummary: "1 adopt, 1 create-field (new), 1 delete-field (old)", wantReason: "Adopted"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := tt.w.plan(tt.tokenRecorded, before)
+			p := tt.w.plan(tt.tokenRecorded)
 			if got := p.Summary(); got != tt.wantSummary {
 				t.Errorf("summary %q, want %q", got, tt.wantSummary)
 			}
 			if got := eventReason(p); got != tt.wantReason {
 				t.Errorf("event reason %q, want %q", got, tt.wantReason)
-			}
-			if diff := cmp.Diff(tt.wantManaged, managedStatus(p, before, true, tt.w.Version)); diff != "" {
-				t.Errorf("managed keys (-want +got):\n%s", diff)
 			}
 		})
 	}
@@ -229,12 +236,17 @@ func TestIntentPlan(t *testing.T) {
 // actions, and apply merges it with the owner marker in one request.
 func TestIntentOfPlan(t *testing.T) {
 	p := Plan{CAS: 0, Actions: []Action{actCreate, create("a"), create("b")}, Mark: md(ownerKey, testOwner, tokenKey, "t1"), Data: m{"a": "1", "b": "2"}}
-	want := intent{Version: 1, Actions: map[string][]string{ActionCreate: {}, ActionCreateField: {"a", "b"}}}
-	if diff := cmp.Diff(want, intentOf(p)); diff != "" {
+	seed := &ohmlabv1alpha1.VaultSeed{ObjectMeta: metav1.ObjectMeta{UID: "u1", Generation: 3}}
+	ctx, cancel := context.WithDeadline(context.Background(), time.Date(2026, 12, 6, 5, 0, 0, 0, time.UTC))
+	defer cancel()
+	want := intent{Version: 1, UID: "u1", Generation: 3, Until: "2026-12-06T05:00:00Z", Actions: map[string][]string{ActionCreate: {}, ActionCreateField: {"a", "b"}}}
+	w := intentOf(ctx, p, seed)
+	if diff := cmp.Diff(want, w); diff != "" {
 		t.Errorf("intent (-want +got):\n%s", diff)
 	}
-	wantMark := md(ownerKey, testOwner, tokenKey, "t1", ohmlabv1alpha1.WriteMetadataKey, `{"version":1,"actions":{"create":[],"create-field":["a","b"]}}`)
-	if diff := cmp.Diff(wantMark, withIntent(p)); diff != "" {
+	wantMark := md(ownerKey, testOwner, tokenKey, "t1", ohmlabv1alpha1.WriteMetadataKey,
+		`{"version":1,"uid":"u1","generation":3,"until":"2026-12-06T05:00:00Z","actions":{"create":[],"create-field":["a","b"]}}`)
+	if diff := cmp.Diff(wantMark, withIntent(p, w)); diff != "" {
 		t.Errorf("mark (-want +got):\n%s", diff)
 	}
 }

@@ -79,10 +79,12 @@ func observePlan(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, in planInp
 	if err != nil {
 		return planned{}, readError{err}
 	}
+	if staleCopy(seed, observed.Path) {
+		return stop(waitingResult(ohmlabv1alpha1.ReasonProgressing, "a newer generation of the object has written the path; waiting for it to reach this process"))
+	}
 	if in.landed != nil {
 		if w := in.landed(observed.Path); w != nil {
 			observed.LandedToken = w.Token
-			desired = desiredOf(seed, analysis, in.managed())
 		}
 	}
 	p, err := plan(desired, observed, in.gen)

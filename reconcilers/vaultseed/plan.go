@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
 	"github.com/ohmlab/ohmlab-controller/templating"
@@ -76,6 +77,11 @@ type Desired struct {
 	// holds the value the controller last wrote to it
 	// (status.managedKeys[].version; 0: unknown).
 	WrittenAt map[string]int
+	// CreatedAt is, for each managed key, the created_time of its
+	// WrittenAt version (status.managedKeys[].createdTime): the record holds
+	// only while that version has it. "" when an earlier release recorded
+	// the key: its number is taken as that release took it.
+	CreatedAt map[string]string
 	// Version is the path's KV version that status last recorded
 	// (status.version): recorded versions are carried forward (see
 	// [carried]) only when the path has moved past it.
@@ -116,6 +122,9 @@ type Plan struct {
 	Data map[string]any
 	// CAS is the version the data write names (the version read).
 	CAS int
+	// Base is the created_time of version CAS (zero when the path has no
+	// version): a record carried to CAS takes it.
+	Base time.Time
 	// RecordToken is the rotation token to record after the data write, ""
 	// when none.
 	RecordToken string
@@ -195,6 +204,15 @@ func plan(d Desired, o Observed, g templating.Generator) (Plan, error) {
 		path = &vaultkv.Secret{}
 	}
 	owner := path.CustomMetadata[ohmlabv1alpha1.OwnerMetadataKey]
+	if owner != d.Owner {
+		// A path without this object's owner marker is not the path it
+		// wrote, or no longer is (deleted with its metadata and put again,
+		// or another object's): none of its values is the controller's.
+		d = d.forget(d.ManagedKeys)
+	}
+	// Nor are the values of a record that names a version the path does
+	// not have as recorded.
+	d = d.forget(staleRecords(d, path, o.Written))
 	if owner != "" && owner != d.Owner {
 		return hold(d, path, OutcomeStop, ohmlabv1alpha1.ReasonOwnedByAnother, ownedByAnotherMessage(owner, d.Analysis.Path)), nil
 	}
@@ -206,7 +224,7 @@ func plan(d Desired, o Observed, g templating.Generator) (Plan, error) {
 
 	refs, pending := resolveRefs(d.Analysis, o.Refs)
 
-	p := Plan{CAS: path.Version}
+	p := Plan{CAS: path.Version, Base: path.Created}
 	switch {
 	case !path.Exists:
 		p.Actions = append(p.Actions, Action{Name: ActionCreate})
@@ -330,6 +348,8 @@ func lacksPendingCopy(pending map[string]string, current map[string]any) bool {
 
 // hold is a plan that writes nothing and leaves the managed keys as they
 // are.
+// Its Base is left zero: a plan that stops before it looks at the path's
+// values tells nothing of its records.
 func hold(d Desired, path *vaultkv.Secret, o Outcome, reason, message string) Plan {
 	return Plan{Outcome: o, Reason: reason, Message: message, CAS: path.Version, ManagedKeys: d.ManagedKeys}
 }
@@ -377,7 +397,9 @@ func versionReads(d Desired, path *vaultkv.Secret) []int {
 	set := map[int]bool{}
 	for _, k := range d.ManagedKeys {
 		v := d.WrittenAt[k]
-		if _, present := current[k]; !present || v <= 0 || v == path.Version {
+		if _, present := current[k]; !present || v <= 0 || v >= path.Version {
+			// A record past the path's version names a version the path
+			// does not have (staleRecords): nothing to read.
 			continue
 		}
 		if candidate[k] || moved && v < path.Version {

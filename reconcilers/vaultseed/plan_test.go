@@ -914,8 +914,8 @@ func TestPlanRefPending(t *testing.T) {
 				t.Fatalf("plan: %v", err)
 			}
 			// The copy is missing on the path: nothing is written and the
-			// managed keys stay as they are.
-			want := Plan{Outcome: OutcomeWait, Reason: ohmlabv1alpha1.ReasonRefPending, Message: tc.want, CAS: tc.path.Version, ManagedKeys: s.managed}
+			// managed keys stay as they are, on a path this object owns.
+			want := Plan{Outcome: OutcomeWait, Reason: ohmlabv1alpha1.ReasonRefPending, Message: tc.want, CAS: tc.path.Version, ManagedKeys: ownedOnly(tc.path, s.managed)}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("plan (-want +got):\n%s", diff)
 			}
@@ -964,6 +964,15 @@ func TestPlanWaitingForACopyHashesNothing(t *testing.T) {
 
 // TestPlanStop: a path only a person can unblock (owned by another object,
 // latest version deleted) gets no action at all.
+// ownedOnly is managed on a path that carries this object's owner marker,
+// nil on any other: none of another path's values is the controller's.
+func ownedOnly(path *vaultkv.Secret, managed []string) []string {
+	if path.CustomMetadata[ownerKey] != testOwner {
+		return nil
+	}
+	return managed
+}
+
 func TestPlanStop(t *testing.T) {
 	ownedBy := "the path is owned by " + otherOwner + " (custom_metadata " + ownerKey + "): delete one of the two objects, or hand the path over with: vault kv metadata patch -remove-custom-metadata=" + ownerKey + " " + ownPath
 	for _, tc := range []struct {
@@ -1016,7 +1025,7 @@ func TestPlanStop(t *testing.T) {
 			if err != nil {
 				t.Fatalf("plan: %v", err)
 			}
-			want := Plan{Outcome: OutcomeStop, Reason: tc.reason, Message: tc.want, CAS: tc.path.Version, ManagedKeys: s.managed}
+			want := Plan{Outcome: OutcomeStop, Reason: tc.reason, Message: tc.want, CAS: tc.path.Version, ManagedKeys: ownedOnly(tc.path, s.managed)}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("plan (-want +got):\n%s", diff)
 			}
@@ -1177,11 +1186,11 @@ func TestPlanCarriesRecordedVersions(t *testing.T) {
 			want: Plan{CAS: 7, ManagedKeys: []string{"a"}},
 		},
 		{
-			name:    "keys at the version read, or at a version newer than the path (created anew), stay where they are",
+			name:    "a key at the version read stays where it is; one at a version newer than the path (written anew, or restored) is no longer managed",
 			spec:    spec{data: m{"a": "<random:8>", "b": "<random:8>"}, managed: []string{"a", "b"}, writtenAt: map[string]int{"a": 7, "b": 9}},
 			path:    ours(7, m{"a": "x", "b": "written"}),
 			written: map[int]*vaultkv.Secret{9: ours(9, m{"a": "x", "b": "written"})},
-			want:    Plan{CAS: 7, ManagedKeys: []string{"a", "b"}},
+			want:    Plan{CAS: 7, ManagedKeys: []string{"a"}},
 		},
 		{
 			name:    "a key the plan writes is not carried: its write records it",
@@ -1215,7 +1224,7 @@ func TestVersionReads(t *testing.T) {
 			WrittenAt: map[string]int{"a": 3, "b": 3, "c": 7, "kept": 2, "absent": 4}}, path, []int{2, 3}},
 		{"quiet resync: every record at the path's version, no read", Desired{Analysis: a, Prune: true, Version: 7, ManagedKeys: []string{"kept"}, WrittenAt: map[string]int{"kept": 7}}, path, nil},
 		{"a record left behind (changed by someone) is read again only when the path moves", Desired{Analysis: a, Version: 7, ManagedKeys: []string{"a", "kept"}, WrittenAt: map[string]int{"a": 3, "kept": 7}}, path, nil},
-		{"a record newer than the path (created anew) is read for a prune only", Desired{Analysis: a, Prune: true, Version: 5, ManagedKeys: []string{"a", "kept"}, WrittenAt: map[string]int{"a": 9, "kept": 9}}, path, []int{9}},
+		{"a record newer than the path (written anew, or restored) is not read: no longer managed", Desired{Analysis: a, Prune: true, Version: 5, ManagedKeys: []string{"a", "kept"}, WrittenAt: map[string]int{"a": 9, "kept": 9}}, path, nil},
 		{"unknown version, no read", Desired{Analysis: a, Prune: true, ManagedKeys: []string{"a"}}, path, nil},
 		{"absent path, no read", Desired{Analysis: a, Prune: true, ManagedKeys: []string{"a"}, WrittenAt: map[string]int{"a": 3}}, &vaultkv.Secret{}, nil},
 	} {
@@ -1260,7 +1269,7 @@ func TestManagedStatus(t *testing.T) {
 			[]ohmlabv1alpha1.ManagedKey{{Key: "a", Version: 8}, {Key: "b", Version: 8}, {Key: "c", Version: 8}, {Key: "edited", Version: 2}, {Key: "new", Version: 8}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, managedStatus(tc.p, before, tc.applied, tc.version)); diff != "" {
+			if diff := cmp.Diff(tc.want, managedStatus(tc.p, before, tc.applied, vaultkv.Written{Version: tc.version})); diff != "" {
 				t.Errorf("managedStatus (-want +got):\n%s", diff)
 			}
 		})

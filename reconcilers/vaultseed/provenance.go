@@ -2,9 +2,11 @@ package vaultseed
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
 	"github.com/ohmlab/ohmlab-controller/templating"
@@ -57,6 +59,63 @@ func keptMessage(kept []Kept) string {
 		parts[i] = why + ": " + strings.Join(byWhy[why], ", ")
 	}
 	return strings.Join(parts, "; ")
+}
+
+// createdTime is a version's created_time as status.managedKeys records
+// it, "" for the zero time.
+func createdTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// staleRecords are the managed keys whose record names a version the path
+// does not have as recorded: past its latest version (lost to a restored
+// snapshot, or of a former life of the path), or a version read whose
+// created_time is not the recorded one (the path was deleted with its
+// metadata and written again). Their values are not known to be the
+// controller's: they are no longer managed, and never pruned. A record
+// without created_time (an earlier release's) is taken at its number, as
+// that release took it; a version not read tells nothing.
+func staleRecords(d Desired, path *vaultkv.Secret, written map[int]*vaultkv.Secret) []string {
+	if !path.Exists {
+		return nil
+	}
+	var stale []string
+	for _, k := range d.ManagedKeys {
+		v, created := d.WrittenAt[k], d.CreatedAt[k]
+		s := written[v]
+		if v == path.Version {
+			s = path
+		}
+		switch {
+		case v > path.Version:
+			stale = append(stale, k)
+		case created == "" || s == nil || !s.Exists:
+		case created != createdTime(s.Created):
+			stale = append(stale, k)
+		}
+	}
+	return stale
+}
+
+// forget returns d without the records of keys: they are no longer
+// managed.
+func (d Desired) forget(keys []string) Desired {
+	if len(keys) == 0 {
+		return d
+	}
+	d.ManagedKeys = slices.DeleteFunc(slices.Clone(d.ManagedKeys), func(k string) bool { return slices.Contains(keys, k) })
+	if len(d.ManagedKeys) == 0 {
+		d.ManagedKeys = nil
+	}
+	d.WrittenAt, d.CreatedAt = maps.Clone(d.WrittenAt), maps.Clone(d.CreatedAt)
+	for _, k := range keys {
+		delete(d.WrittenAt, k)
+		delete(d.CreatedAt, k)
+	}
+	return d
 }
 
 // carried returns the managed keys (sorted) that the plan does not write

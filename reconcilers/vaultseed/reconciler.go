@@ -103,8 +103,10 @@ type outcome struct {
 	// applied: the plan's writes happened, or at least its data write
 	// landed before a later step failed; what it wrote is reported.
 	applied bool
-	// version is the KV version read or written.
+	// version is the KV version read or written, and created its
+	// created_time (zero when not known).
 	version int
+	created time.Time
 	// backoff asks for a retry with backoff (the object waits).
 	backoff bool
 	// timedOut: Vault did not answer in time, so the reconcile did not
@@ -249,9 +251,11 @@ func desiredOf(seed *ohmlabv1alpha1.VaultSeed, analysis templating.Analysis, man
 		d.RotationToken = seed.Spec.Rotate.Token
 	}
 	d.WrittenAt = make(map[string]int, len(managed))
+	d.CreatedAt = make(map[string]string, len(managed))
 	for _, m := range managed {
 		d.ManagedKeys = append(d.ManagedKeys, m.Key)
 		d.WrittenAt[m.Key] = int(m.Version)
+		d.CreatedAt[m.Key] = m.CreatedTime
 	}
 	return d
 }
@@ -259,7 +263,9 @@ func desiredOf(seed *ohmlabv1alpha1.VaultSeed, analysis templating.Analysis, man
 // managed is status.managedKeys, or what a status write that failed since
 // would have made of it.
 func (r *Reconciler) managed(seed *ohmlabv1alpha1.VaultSeed) []ohmlabv1alpha1.ManagedKey {
-	if u, ok := r.unreported.Load(client.ObjectKeyFromObject(seed)); ok {
+	// An object deleted and created again under the same name is another
+	// object: what its predecessor wrote is not its own.
+	if u, ok := r.unreported.Load(client.ObjectKeyFromObject(seed)); ok && u.(unreported).uid == seed.UID {
 		return u.(unreported).managedKeys
 	}
 	return seed.Status.ManagedKeys
@@ -306,19 +312,19 @@ func (r *Reconciler) sync(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed) (
 		if r.ObserveOnly {
 			return observeOnlyOutcome(p, pl.observed.Path.Version), nil
 		}
-		applied, version, err := r.apply(ctx, seed, p, pl.observed.Path)
+		applied, written, err := r.apply(ctx, seed, p, pl.observed.Path)
 		if errors.Is(err, vaultkv.ErrCASMismatch) {
 			ctrl.LoggerFrom(ctx).Info("the path changed while reconciling; reading it again", "path", seed.Spec.Path)
 			continue
 		}
-		out := outcome{plan: &p, applied: applied, version: version}
+		out := outcome{plan: &p, applied: applied, version: written.Version, created: written.Created}
 		if err != nil {
 			// What was written before the failure is still reported.
 			b := backendOutcome(err)
 			out.result, out.backoff, out.timedOut = b.result, b.backoff, b.timedOut
 			return out, nil
 		}
-		out.result, out.backoff = planResult(p, version)
+		out.result, out.backoff = planResult(p, written.Version)
 		if p.Outcome == OutcomeWait {
 			out.absentSources = absentSources(pl.observed.Refs)
 		}
@@ -440,12 +446,16 @@ func observeVault(ctx context.Context, kv KVReader, path string, refPaths []stri
 // rotation token, so that a token is recorded only once its keys are
 // written. It returns whether the plan's writes are to be
 // reported (all done, or the data write landed before a later step
-// failed), and the path's KV version.
-func (r *Reconciler) apply(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, p Plan, read *vaultkv.Secret) (bool, int, error) {
+// failed), and the path's KV version as it leaves it: the version written,
+// or the version read when nothing was.
+func (r *Reconciler) apply(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, p Plan, read *vaultkv.Secret) (bool, vaultkv.Written, error) {
 	path := seed.Spec.Path
+	unchanged := vaultkv.Written{Version: p.CAS, Created: p.Base}
 	mark := p.Mark
+	var record intent
 	if p.Data != nil {
-		mark = withIntent(p)
+		record = intentOf(ctx, p, seed)
+		mark = withIntent(p, record)
 	}
 	if mark != nil {
 		markFn := r.KV.Mark
@@ -456,18 +466,19 @@ func (r *Reconciler) apply(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, 
 			markFn = r.KV.MarkNew
 		}
 		if err := markFn(ctx, path, mark); err != nil {
-			return false, 0, err
+			return false, unchanged, err
 		}
 	}
-	version := p.CAS
+	written := unchanged
 	if p.Data != nil {
-		v, err := r.KV.Write(ctx, path, p.Data, p.CAS)
+		w, err := r.KV.Write(ctx, path, p.Data, p.CAS)
 		if err != nil {
-			return false, 0, err
+			r.void(ctx, path, record, err)
+			return false, unchanged, err
 		}
-		version = v
+		written = w
 		if r.referenced(ctx, path) {
-			r.sources.wrote(path, v, p.Data)
+			r.sources.wrote(path, w.Version, p.Data)
 		} else {
 			r.sources.forget(path)
 		}
@@ -475,14 +486,14 @@ func (r *Reconciler) apply(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, 
 		r.notifyDependents(ctx, path)
 	}
 	if !p.Empty() {
-		ctrl.LoggerFrom(ctx).Info("wrote the path", "path", path, "changes", p.Summary(), "version", version)
+		ctrl.LoggerFrom(ctx).Info("wrote the path", "path", path, "changes", p.Summary(), "version", written.Version)
 	}
 	if p.RecordToken != "" {
 		if err := r.KV.Mark(ctx, path, map[string]string{ohmlabv1alpha1.RotationTokenMetadataKey: p.RecordToken}); err != nil {
-			return p.Data != nil, version, fmt.Errorf("recording rotation token %q after rotating: %w", p.RecordToken, err)
+			return p.Data != nil, written, fmt.Errorf("recording rotation token %q after rotating: %w", p.RecordToken, err)
 		}
 	}
-	return true, version, nil
+	return true, written, nil
 }
 
 // backendOutcome reports an error of Vault: refused (Forbidden), not
@@ -502,6 +513,7 @@ func backendOutcome(err error) outcome {
 // unreported is what a reconcile wrote to Vault but could not record in
 // status (the status write failed): the next status write carries it.
 type unreported struct {
+	uid         types.UID
 	managedKeys []ohmlabv1alpha1.ManagedKey
 }
 
@@ -526,7 +538,7 @@ func (r *Reconciler) report(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed,
 	if p := out.plan; p != nil {
 		updated.Status.Version = int64(out.version)
 		if !r.ObserveOnly && (out.applied || p.Data == nil) {
-			updated.Status.ManagedKeys = managedStatus(*p, updated.Status.ManagedKeys, out.applied, out.version)
+			updated.Status.ManagedKeys = managedStatus(*p, updated.Status.ManagedKeys, out.applied, vaultkv.Written{Version: out.version, Created: out.created})
 		}
 	}
 	if equality.Semantic.DeepEqual(seed.Status, updated.Status) {
@@ -539,7 +551,7 @@ func (r *Reconciler) report(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed,
 	// what was written to Vault kept in unreported.
 	if err := r.Client.Status().Patch(ctx, updated, client.MergeFromWithOptions(seed, client.MergeFromWithOptimisticLock{})); err != nil {
 		if out.applied {
-			r.unreported.Store(key, unreported{managedKeys: updated.Status.ManagedKeys})
+			r.unreported.Store(key, unreported{uid: seed.UID, managedKeys: updated.Status.ManagedKeys})
 		}
 		return fmt.Errorf("patching status: %w", err)
 	}
@@ -551,34 +563,42 @@ func (r *Reconciler) report(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed,
 // managedStatus is status.managedKeys after a plan: the keys it wrote at the
 // version of its write, the others at the version they were written before,
 // carried forward to the version the plan read (Plan.Carried) and on to the
-// version of its write, which holds their value unchanged.
-func managedStatus(p Plan, before []ohmlabv1alpha1.ManagedKey, applied bool, version int) []ohmlabv1alpha1.ManagedKey {
-	writtenAt := make(map[string]int64, len(before))
+// version of its write, which holds their value unchanged. Each record
+// carries its version's created_time; a record of an earlier release
+// without one takes the version's when the plan read that version on the
+// path this object owns.
+func managedStatus(p Plan, before []ohmlabv1alpha1.ManagedKey, applied bool, written vaultkv.Written) []ohmlabv1alpha1.ManagedKey {
+	records := make(map[string]ohmlabv1alpha1.ManagedKey, len(before))
 	for _, m := range before {
-		writtenAt[m.Key] = m.Version
+		m.StoredAsName = false
+		if m.Version > 0 && m.Version == int64(p.CAS) && m.CreatedTime == "" {
+			m.CreatedTime = createdTime(p.Base)
+		}
+		records[m.Key] = m
 	}
 	for _, k := range p.Carried {
-		writtenAt[k] = int64(p.CAS)
+		records[k] = ohmlabv1alpha1.ManagedKey{Key: k, Version: int64(p.CAS), CreatedTime: createdTime(p.Base)}
 	}
 	rewrote := applied && p.Data != nil
-	written := map[string]bool{}
+	wrote := map[string]bool{}
 	if rewrote {
 		for _, a := range p.Actions {
 			if a.Key != "" {
-				written[a.Key] = true
+				wrote[a.Key] = true
 			}
 		}
 	}
 	out := make([]ohmlabv1alpha1.ManagedKey, 0, len(p.ManagedKeys))
 	for _, k := range p.ManagedKeys {
-		v, recorded := writtenAt[k]
-		if written[k] || rewrote && v > 0 && v == int64(p.CAS) {
-			v = int64(version)
+		m, recorded := records[k]
+		if wrote[k] || rewrote && m.Version > 0 && m.Version == int64(p.CAS) {
+			m = ohmlabv1alpha1.ManagedKey{Version: int64(written.Version), CreatedTime: createdTime(written.Created)}
 		}
+		m.Key = k
 		// Version 0 was recorded by the first release: the key stays
 		// managed, at a version nobody can tell.
-		if v > 0 || recorded {
-			out = append(out, ohmlabv1alpha1.ManagedKey{Key: k, Version: v})
+		if m.Version > 0 || recorded {
+			out = append(out, m)
 		}
 	}
 	if len(out) == 0 {

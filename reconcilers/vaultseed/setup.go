@@ -39,15 +39,10 @@ import (
 // resync that is merely due. Within one priority the queue is first in,
 // first out, so a resync waits at most for the work queued before it.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
-	if r.Timeout == 0 {
-		r.Timeout = 2 * time.Minute
-	}
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
 	}
-	r.backoff = workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](backoffBase, backoffMax)
-	r.dependents = make(chan event.TypedGenericEvent[*ohmlabv1alpha1.VaultSeed], 1024)
-	r.sources = newSources(r.ResyncPeriod, time.Now, r.keeps)
+	r.init()
 	deleting := predicate.NewPredicateFuncs(func(o client.Object) bool { return !o.GetDeletionTimestamp().IsZero() })
 	mine, moved := r.shardPredicates()
 	return ctrl.NewControllerManagedBy(mgr).
@@ -63,6 +58,17 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency, RecoverPanic: new(true), UsePriorityQueue: new(true)}).
 		Complete(r)
+}
+
+// init makes what the reconciler keeps while it runs: its defaults, backoff,
+// the dependents' channel and the reference sources.
+func (r *Reconciler) init() {
+	if r.Timeout == 0 {
+		r.Timeout = 2 * time.Minute
+	}
+	r.backoff = workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](backoffBase, backoffMax)
+	r.dependents = make(chan event.TypedGenericEvent[*ohmlabv1alpha1.VaultSeed], 1024)
+	r.sources = newSources(r.ResyncPeriod, time.Now, r.keeps)
 }
 
 // resync is the result of a reconcile that finished: come back when the

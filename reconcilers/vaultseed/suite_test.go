@@ -390,7 +390,7 @@ func (s *spyKV) ReadVersion(ctx context.Context, path string, version int) (*vau
 	return s.KV.ReadVersion(ctx, path, version)
 }
 
-func (s *spyKV) Write(ctx context.Context, path string, data map[string]any, cas int) (int, error) {
+func (s *spyKV) Write(ctx context.Context, path string, data map[string]any, cas int) (vaultkv.Written, error) {
 	s.count("write", path)
 	return s.KV.Write(ctx, path, data, cas)
 }

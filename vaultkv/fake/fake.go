@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/ohmlab/ohmlab-controller/vaultkv"
 )
@@ -26,18 +28,62 @@ type KV struct {
 	paths map[string]*entry
 	fail  map[string][]error
 	calls map[string]int
+	now   func() time.Time
 }
 
 type entry struct {
-	versions [][]byte // JSON of version i+1; nil when deleted
+	versions []version // version i+1
 	custom   map[string]string
+}
+
+// version is one KV version: its JSON, nil when deleted, and its
+// created_time.
+type version struct {
+	data    []byte
+	created time.Time
 }
 
 var _ vaultkv.KV = (*KV)(nil)
 
 // New returns an empty KV.
 func New() *KV {
-	return &KV{paths: map[string]*entry{}, fail: map[string][]error{}, calls: map[string]int{}}
+	return &KV{paths: map[string]*entry{}, fail: map[string][]error{}, calls: map[string]int{}, now: time.Now}
+}
+
+// SetClock makes the created_time of later versions come from now, for
+// tests that replay a history exactly. now must never go back: Vault's
+// created_time names one write of a path.
+func (f *KV) SetClock(now func() time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.now = now
+}
+
+// Snapshot is a copy of every path, as a Vault snapshot holds them.
+type Snapshot struct{ paths map[string]*entry }
+
+// Snapshot returns a copy of every path.
+func (f *KV) Snapshot() Snapshot {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return Snapshot{paths: clonePaths(f.paths)}
+}
+
+// Restore puts every path back as snap holds it, as restoring a Vault
+// snapshot does: versions written since are gone, and the next write of a
+// path takes a number a lost version had.
+func (f *KV) Restore(snap Snapshot) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.paths = clonePaths(snap.paths)
+}
+
+func clonePaths(paths map[string]*entry) map[string]*entry {
+	out := make(map[string]*entry, len(paths))
+	for p, e := range paths {
+		out[p] = &entry{versions: slices.Clone(e.versions), custom: maps.Clone(e.custom)}
+	}
+	return out
 }
 
 // FailNext makes the next call of op (vaultkv.OpRead, OpWrite, OpMark or
@@ -68,7 +114,7 @@ func (f *KV) SoftDelete(path string) bool {
 	if e == nil || len(e.versions) == 0 {
 		return false
 	}
-	e.versions[len(e.versions)-1] = nil
+	e.versions[len(e.versions)-1].data = nil
 	return true
 }
 
@@ -146,11 +192,11 @@ func (f *KV) read(path string, version int) (*vaultkv.Secret, error) {
 	if version == 0 {
 		version = len(e.versions)
 	}
-	s := &vaultkv.Secret{Exists: true, Version: version}
+	s := &vaultkv.Secret{Exists: true, Version: version, Created: e.versions[version-1].created}
 	if len(e.custom) > 0 {
 		s.CustomMetadata = maps.Clone(e.custom)
 	}
-	latest := e.versions[version-1]
+	latest := e.versions[version-1].data
 	if latest == nil {
 		s.Deleted = true
 		return s, nil
@@ -164,33 +210,35 @@ func (f *KV) read(path string, version int) (*vaultkv.Secret, error) {
 }
 
 // Write implements vaultkv.KV.
-func (f *KV) Write(_ context.Context, path string, data map[string]any, cas int) (int, error) {
+func (f *KV) Write(_ context.Context, path string, data map[string]any, cas int) (vaultkv.Written, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(vaultkv.OpWrite); err != nil {
-		return 0, err
+		return vaultkv.Written{}, err
 	}
 	if _, _, err := vaultkv.SplitPath(path); err != nil {
-		return 0, invalid(vaultkv.OpWrite, path, err)
+		return vaultkv.Written{}, invalid(vaultkv.OpWrite, path, err)
 	}
 	if data == nil {
 		data = map[string]any{}
 	}
 	b, err := json.Marshal(data)
 	if err != nil {
-		return 0, invalid(vaultkv.OpWrite, path, err)
+		return vaultkv.Written{}, invalid(vaultkv.OpWrite, path, err)
 	}
 	e := f.paths[path]
 	if e == nil {
 		e = &entry{}
 	}
 	if cas != len(e.versions) {
-		return 0, &vaultkv.Error{Op: vaultkv.OpWrite, Path: path, Class: vaultkv.ClassCASMismatch, Status: http.StatusBadRequest,
+		return vaultkv.Written{}, &vaultkv.Error{Op: vaultkv.OpWrite, Path: path, Class: vaultkv.ClassCASMismatch, Status: http.StatusBadRequest,
 			Reason: "check-and-set parameter did not match the current version"}
 	}
-	e.versions = append(e.versions, b)
+	// Vault's created_time is UTC, to the nanosecond.
+	v := version{data: b, created: f.now().UTC()}
+	e.versions = append(e.versions, v)
 	f.paths[path] = e
-	return len(e.versions), nil
+	return vaultkv.Written{Version: len(e.versions), Created: v.created}, nil
 }
 
 // Mark implements vaultkv.KV.

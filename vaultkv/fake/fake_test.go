@@ -40,8 +40,8 @@ func TestVersionsAndCAS(t *testing.T) {
 	}
 	for _, st := range steps {
 		got, err := f.Write(ctx, path, st.data, st.cas)
-		if !errors.Is(err, st.wantErr) || got != st.want {
-			t.Fatalf("%s: Write = %d, %v; want %d, %v", st.name, got, err, st.want, st.wantErr)
+		if !errors.Is(err, st.wantErr) || got.Version != st.want {
+			t.Fatalf("%s: Write = %d, %v; want %d, %v", st.name, got.Version, err, st.want, st.wantErr)
 		}
 	}
 
@@ -94,8 +94,8 @@ func TestSoftDeleteAndMark(t *testing.T) {
 	if _, err := f.Write(ctx, path, map[string]any{"a": "2"}, 0); !errors.Is(err, vaultkv.ErrCASMismatch) {
 		t.Fatalf("cas=0 on a deleted version: %v, want CAS mismatch", err)
 	}
-	if v, err := f.Write(ctx, path, map[string]any{"a": "2"}, 1); v != 2 || err != nil {
-		t.Fatalf("cas=1 on a deleted version: %d, %v", v, err)
+	if v, err := f.Write(ctx, path, map[string]any{"a": "2"}, 1); v.Version != 2 || err != nil {
+		t.Fatalf("cas=1 on a deleted version: %d, %v", v.Version, err)
 	}
 	if err := f.Delete(ctx, path); err != nil {
 		t.Fatal(err)
@@ -175,8 +175,8 @@ func TestFailNextAndCalls(t *testing.T) {
 	_, err2 := f.Write(ctx, path, map[string]any{"a": "1"}, 0)
 	v, err3 := f.Write(ctx, path, map[string]any{"a": "1"}, 0)
 	got := []string{vaultkv.ClassOf(err1), vaultkv.ClassOf(err2), vaultkv.ClassOf(err3)}
-	if diff := cmp.Diff([]string{"unavailable", "forbidden", "ok"}, got); diff != "" || v != 1 {
-		t.Fatalf("classes (-want +got):\n%s version %d", diff, v)
+	if diff := cmp.Diff([]string{"unavailable", "forbidden", "ok"}, got); diff != "" || v.Version != 1 {
+		t.Fatalf("classes (-want +got):\n%s version %d", diff, v.Version)
 	}
 	if _, err := f.Read(ctx, path); !errors.Is(err, vaultkv.ErrForbidden) {
 		t.Fatalf("read: %v", err)

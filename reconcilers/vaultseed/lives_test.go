@@ -1,0 +1,151 @@
+package vaultseed
+
+// Real-server tests of the record of provenance: a prune removes a key only
+// when the controller saw its own write of that value on the same life of
+// the path, by the same object (DESIGN.md, "Provenance").
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	vaultapi "github.com/hashicorp/vault/api"
+	. "github.com/onsi/gomega"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+	"github.com/ohmlab/ohmlab-controller/vaultkv"
+)
+
+// TestPruneSparesAPathPutAgainByHand: the path is deleted with its metadata
+// and put again by hand (what the PathDeleted message suggests, or a
+// migration): its version 1 is a person's, not the controller's version 1,
+// so dropping a declared key with prune: true keeps the person's value.
+func TestPruneSparesAPathPutAgainByHand(t *testing.T) {
+	g := NewWithT(t)
+	f := startController(t, controllerOptions{})
+	path := f.path("app")
+	obj := f.seed("app", path, `{"a": "<random:8>", "b": "<random:8>"}`)
+	obj.Spec.Prune = true
+	f.create(obj)
+	f.waitReady("app")
+
+	g.Expect(rootKV(t).Delete(context.Background(), path)).To(Succeed())
+	typed := map[string]any{"a": "typed-a", "b": "typed-b"}
+	g.Expect(handWrite(t, path, typed)).To(Equal(1))
+
+	f.update("app", func(o *ohmlabv1alpha1.VaultSeed) { o.Spec.Data.Raw = []byte(`{"a": "<random:8>"}`) })
+	got := f.waitReady("app")
+	after := readPath(t, path)
+	g.Expect(after.Data).To(Equal(typed), "the person's values of the path's new life are kept")
+	g.Expect(after.Metadata).To(HaveKeyWithValue(ohmlabv1alpha1.OwnerMetadataKey, f.ns+"/app"), "adopted")
+	g.Expect(got.Status.ManagedKeys).To(BeEmpty(), "nothing of the new life was written by the controller")
+	assertNoValueEmitted(t, f, after.Data)
+}
+
+// TestAPersonsWriteMatchingAFailedWriteIsNotTheControllers: the controller's
+// data write is refused (its policy does not cover data writes) after its
+// record was written; a person then writes exactly the keys of that record.
+// A successor must not take the person's version for the controller's
+// write: no event, and a later prune keeps the person's value.
+func TestAPersonsWriteMatchingAFailedWriteIsNotTheControllers(t *testing.T) {
+	g := NewWithT(t)
+	startServers(t)
+	ctx := context.Background()
+	first := startController(t, controllerOptions{})
+	path := first.path("app")
+	obj := first.seed("app", path, `{"a": "<random:8>"}`)
+	obj.Spec.Prune = true
+	first.create(obj)
+	first.waitReady("app")
+	first.cancel()
+
+	policy := "ohmlab-no-data-write-" + fmt.Sprint(time.Now().UnixNano())
+	g.Expect(vault.Client.Sys().PutPolicyWithContext(ctx, policy, `
+path "ohmlab/data/*" { capabilities = ["read"] }
+path "ohmlab/metadata/*" { capabilities = ["read", "create", "update", "patch"] }
+`)).To(Succeed())
+	tok, err := vault.Client.Auth().Token().CreateWithContext(ctx, &vaultapi.TokenCreateRequest{Policies: []string{policy}, TTL: "1h"})
+	g.Expect(err).NotTo(HaveOccurred())
+	refused, err := vaultkv.New(vaultkv.Config{Address: vault.Addr, Timeout: 2 * time.Second,
+		Auth: vaultkv.AuthConfig{Method: vaultkv.MethodToken, Token: tok.Auth.ClientToken}})
+	g.Expect(err).NotTo(HaveOccurred())
+	second := startController(t, controllerOptions{kv: refused, namespace: first.ns})
+	second.update("app", func(o *ohmlabv1alpha1.VaultSeed) { o.Spec.Data.Raw = []byte(`{"a": "<random:8>", "b": "<random:8>"}`) })
+	second.waitReason("app", ohmlabv1alpha1.ReasonForbidden, 10*time.Second)
+	second.cancel()
+
+	// A person fills b in by hand: exactly the key the refused write named.
+	cur := readPath(t, path)
+	cur.Data["b"] = "typed-b"
+	g.Expect(handWrite(t, path, cur.Data)).To(Equal(2))
+
+	third := startController(t, controllerOptions{namespace: first.ns})
+	third.update("app", func(o *ohmlabv1alpha1.VaultSeed) { o.Spec.Data.Raw = []byte(`{"a": "<random:8>"}`) })
+	got := third.waitReady("app")
+	after := readPath(t, path)
+	g.Expect(after.Data).To(HaveKeyWithValue("b", "typed-b"), "the person's value is kept")
+	g.Expect(managedNames(got)).To(Equal([]string{"a"}))
+	for _, e := range third.events("app") {
+		g.Expect(e).NotTo(ContainSubstring("KV version 2"), "the person's version is not reported as the controller's write")
+	}
+	assertNoValueEmitted(t, third, after.Data)
+}
+
+// TestAnObjectThatLostItsStatusPrunesNothing: an object created again
+// after a delete (Retain), and an object whose status was cleared, start
+// without status; the record of the last write on the path must not give
+// them managed keys, so dropping keys with prune: true keeps them (product
+// document, "Pruning": an object that lost its status prunes nothing).
+func TestAnObjectThatLostItsStatusPrunesNothing(t *testing.T) {
+	tests := []struct {
+		name string
+		lose func(f *fixture, obj *ohmlabv1alpha1.VaultSeed)
+	}{
+		{
+			name: "deleted and created again",
+			lose: func(f *fixture, obj *ohmlabv1alpha1.VaultSeed) {
+				g := NewWithT(f.t)
+				g.Expect(cp.Client.Delete(context.Background(), f.get("app"))).To(Succeed())
+				g.Eventually(func() bool {
+					return cp.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), &ohmlabv1alpha1.VaultSeed{}) != nil
+				}).Should(BeTrue())
+				again := f.seed("app", obj.Spec.Path, `{"a": "<random:8>"}`)
+				again.Spec.Prune = true
+				f.create(again)
+			},
+		},
+		{
+			name: "status cleared",
+			lose: func(f *fixture, _ *ohmlabv1alpha1.VaultSeed) {
+				g := NewWithT(f.t)
+				cur := f.get("app")
+				g.Expect(cp.Client.Status().Patch(context.Background(), cur, client.RawPatch("application/merge-patch+json", []byte(`{"status":null}`)))).To(Succeed())
+				g.Eventually(func() []ohmlabv1alpha1.ManagedKey { return f.get("app").Status.ManagedKeys }).Should(BeEmpty())
+				f.update("app", func(o *ohmlabv1alpha1.VaultSeed) { o.Spec.Data.Raw = []byte(`{"a": "<random:8>"}`) })
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			f := startController(t, controllerOptions{})
+			path := f.path("app")
+			obj := f.seed("app", path, `{"a": "<random:8>", "b": "<random:8>", "c": "<random:8>"}`)
+			obj.Spec.Prune = true
+			f.create(obj)
+			f.waitReady("app")
+			before := readPath(t, path)
+
+			tt.lose(f, obj)
+			got := f.waitReady("app")
+			after := readPath(t, path)
+			g.Expect(after.Data).To(Equal(before.Data), "nothing pruned, nothing written")
+			g.Expect(after.Version).To(Equal(before.Version))
+			g.Expect(got.Status.ManagedKeys).To(BeEmpty(), "the keys of a write this object did not see are not its own")
+			g.Expect(got.Status.Version).To(Equal(int64(before.Version)))
+			assertNoValueEmitted(t, f, after.Data)
+		})
+	}
+}
