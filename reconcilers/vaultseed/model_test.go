@@ -417,7 +417,7 @@ type modelRun struct {
 	// it yet, "" when none, and quietBy the process that made it.
 	quiet   string
 	quietBy *modelProcess
-	log   []string
+	log     []string
 }
 
 // runModel runs steps random steps from seed and returns the first broken
