@@ -104,7 +104,8 @@ func tokenClient(t *testing.T, h http.Handler, mutate func(*Config)) *Client {
 }
 
 func TestReadShapes(t *testing.T) {
-	const md = `"created_time":"2026-01-01T00:00:00Z","version":3`
+	const md = `"created_time":"2026-01-01T00:00:00.123456789Z","version":3`
+	created := time.Date(2026, 1, 1, 0, 0, 0, 123456789, time.UTC)
 	tests := []struct {
 		name   string
 		status int
@@ -114,23 +115,24 @@ func TestReadShapes(t *testing.T) {
 	}{
 		{name: "present", status: 200,
 			body: `{"data":{"data":{"a":"x","n":12345678901234567890,"t":{"u":["v"]}},"metadata":{` + md + `,"deletion_time":"","destroyed":false,"custom_metadata":{"owner":"o"}}}}`,
-			want: &Secret{Exists: true, Version: 3, Data: map[string]any{"a": "x", "n": json.Number("12345678901234567890"), "t": map[string]any{"u": []any{"v"}}},
+			want: &Secret{Exists: true, Version: 3, Created: created, Data: map[string]any{"a": "x", "n": json.Number("12345678901234567890"), "t": map[string]any{"u": []any{"v"}}},
 				CustomMetadata: map[string]string{"owner": "o"}}},
 		{name: "present, future deletion_time, no custom_metadata", status: 200,
 			body: `{"data":{"data":{},"metadata":{` + md + `,"deletion_time":"2999-01-01T00:00:00Z","custom_metadata":null}}}`,
-			want: &Secret{Exists: true, Version: 3, Data: map[string]any{}}},
+			want: &Secret{Exists: true, Version: 3, Created: created, Data: map[string]any{}}},
 		{name: "empty body: not Vault", status: 404, body: ``, class: "not_found"},
 		{name: "absent, empty errors", status: 404, body: `{"errors":[]}`, want: &Secret{}},
 		{name: "soft-deleted", status: 404,
 			body: `{"data":{"data":null,"metadata":{` + md + `,"deletion_time":"2026-01-02T00:00:00Z","destroyed":false,"custom_metadata":{"k":"v"}}}}`,
-			want: &Secret{Exists: true, Version: 3, Deleted: true, CustomMetadata: map[string]string{"k": "v"}}},
+			want: &Secret{Exists: true, Version: 3, Created: created, Deleted: true, CustomMetadata: map[string]string{"k": "v"}}},
 		{name: "destroyed", status: 404,
 			body: `{"data":{"data":null,"metadata":{` + md + `,"deletion_time":"","destroyed":true}}}`,
-			want: &Secret{Exists: true, Version: 3, Deleted: true}},
+			want: &Secret{Exists: true, Version: 3, Created: created, Deleted: true}},
 		{name: "no such mount", status: 404, body: `{"errors":["no handler for route \"nope/data/x\". route entry not found."]}`, class: "not_found"},
 		{name: "policy", status: 403, body: `{"errors":["1 error occurred:\n\t* permission denied\n\n"]}`, class: "forbidden"},
 		{name: "sealed", status: 503, body: `{"errors":["Vault is sealed"]}`, class: "unavailable"},
 		{name: "garbage", status: 200, body: `<html>`, class: "unavailable"},
+		{name: "a created_time that is not one", status: 200, body: `{"data":{"data":{},"metadata":{"created_time":"yesterday","version":3}}}`, class: "unavailable"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

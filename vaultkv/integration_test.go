@@ -21,6 +21,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	vaultapi "github.com/hashicorp/vault/api"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -214,7 +215,7 @@ func TestIntegrationCheckAndSet(t *testing.T) {
 			}
 			want := &vaultkv.Secret{Exists: true, Version: 2,
 				Data: map[string]any{"password": s2, "port": json.Number("5432"), "nested": map[string]any{"k": s1}}}
-			if diff := cmp.Diff(want, s); diff != "" {
+			if diff := cmp.Diff(want, s, ignoreCreated); diff != "" {
 				t.Fatalf("Read (-want +got):\n%s", diff)
 			}
 		})
@@ -409,7 +410,7 @@ func TestIntegrationReadNew(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
+			if diff := cmp.Diff(tt.want, got, ignoreCreated); diff != "" {
 				t.Errorf("ReadNew (-want +got):\n%s", diff)
 			}
 			if s, err := c.Read(ctx, tt.path); err != nil || s.NoMetadata || (!s.Exists && s.CustomMetadata != nil) {
@@ -471,7 +472,7 @@ func TestIntegrationDeletedLatestVersion(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := &vaultkv.Secret{Exists: true, Version: tt.version, Deleted: true, CustomMetadata: map[string]string{"ohmlab.fr/owner": "ns/a"}}
-			if diff := cmp.Diff(want, s); diff != "" {
+			if diff := cmp.Diff(want, s, ignoreCreated); diff != "" {
 				t.Fatalf("Read (-want +got):\n%s", diff)
 			}
 			if _, err := c.Write(ctx, path, map[string]any{"password": "x"}, 0); !errors.Is(r.err(err), vaultkv.ErrCASMismatch) {
@@ -601,7 +602,7 @@ func TestIntegrationUnavailable(t *testing.T) {
 				t.Fatalf("read once the server is back: %v", err)
 			}
 			if st.wantAfter != nil {
-				if diff := cmp.Diff(st.wantAfter, s); diff != "" {
+				if diff := cmp.Diff(st.wantAfter, s, ignoreCreated); diff != "" {
 					t.Fatalf("read once back (-want +got):\n%s", diff)
 				}
 			} else if s.Version < 1 {
@@ -872,5 +873,43 @@ func TestIntegrationNoSecretsInErrorsOrLogs(t *testing.T) {
 	t.Logf("searched %d lines for %d secrets", len(lines), n)
 	if leaks := r.leaks(); len(leaks) > 0 {
 		t.Fatalf("%d leaks, first: %s", len(leaks), leaks[0])
+	}
+}
+
+// ignoreCreated leaves created_time out of a comparison:
+// TestIntegrationCreatedTimeNamesOneWrite checks it.
+var ignoreCreated = cmpopts.IgnoreFields(vaultkv.Secret{}, "Created")
+
+// TestIntegrationCreatedTimeNamesOneWrite: Vault's answer to a write and a
+// read of that version carry the same created_time, and a path deleted with
+// its metadata and written again numbers its versions from 1 again, with
+// another created_time: the number and the time together name one write.
+func TestIntegrationCreatedTimeNamesOneWrite(t *testing.T) {
+	v := harness.VaultForTest(t)
+	c, err := vaultkv.New(vaultkv.Config{Address: v.Addr, Timeout: 5 * time.Second,
+		Auth: vaultkv.AuthConfig{Method: vaultkv.MethodToken, Token: harness.VaultRootToken}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	path := "secret/platforms/core/created/time"
+	first, err := c.Write(ctx, path, map[string]any{"a": "1"}, 0)
+	if err != nil || first.Version != 1 || first.Created.IsZero() {
+		t.Fatalf("Write = %+v, %v", first, err)
+	}
+	s, err := c.Read(ctx, path)
+	if err != nil || !s.Created.Equal(first.Created) {
+		t.Fatalf("Read = %+v, %v; the write answered %s", s, err, first.Created)
+	}
+	if err := c.Delete(ctx, path); err != nil {
+		t.Fatal(err)
+	}
+	again, err := c.Write(ctx, path, map[string]any{"a": "1"}, 0)
+	if err != nil || again.Version != 1 || !again.Created.After(first.Created) {
+		t.Fatalf("Write after the metadata delete = %+v, %v; want version 1 created after %s", again, err, first.Created)
+	}
+	v1, err := c.ReadVersion(ctx, path, 1)
+	if err != nil || !v1.Created.Equal(again.Created) {
+		t.Fatalf("ReadVersion(1) = %+v, %v; want created %s", v1, err, again.Created)
 	}
 }

@@ -18,6 +18,21 @@ import (
 	"github.com/ohmlab/ohmlab-controller/vaultkv"
 )
 
+// stamped returns the managed keys without their createdTime, once it is
+// checked to be a created_time as Vault writes it.
+func stamped(t testing.TB, keys []ohmlabv1alpha1.ManagedKey) []ohmlabv1alpha1.ManagedKey {
+	t.Helper()
+	out := make([]ohmlabv1alpha1.ManagedKey, len(keys))
+	for i, k := range keys {
+		if _, err := time.Parse(time.RFC3339Nano, k.CreatedTime); err != nil {
+			t.Errorf("managed key %s: createdTime %q: %v", k.Key, k.CreatedTime, err)
+		}
+		k.CreatedTime = ""
+		out[i] = k
+	}
+	return out
+}
+
 // TestPruneSparesAPathPutAgainByHand: the path is deleted with its metadata
 // and put again by hand (what the PathDeleted message suggests, or a
 // migration): its version 1 is a person's, not the controller's version 1,

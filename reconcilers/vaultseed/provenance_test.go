@@ -97,7 +97,7 @@ func TestPruneAfterMoreVersionsThanVaultKeeps(t *testing.T) {
 				g.Eventually(func() int64 { return f.get("app").Status.Version }).WithTimeout(time.Minute).
 					Should(Equal(int64(v)), "a resync reads version %d", v)
 			}
-			g.Expect(f.get("app").Status.ManagedKeys).To(ContainElement(ohmlabv1alpha1.ManagedKey{Key: "typed", Version: 1}), "changed by a person: its record stays")
+			g.Expect(stamped(t, f.get("app").Status.ManagedKeys)).To(ContainElement(ohmlabv1alpha1.ManagedKey{Key: "typed", Version: 1}), "changed by a person: its record stays")
 			before := f.kv.Counts()
 			time.Sleep(3 * time.Second) // three resync periods
 			after := f.kv.Counts()
@@ -110,7 +110,7 @@ func TestPruneAfterMoreVersionsThanVaultKeeps(t *testing.T) {
 			g.Expect(keyNames(got.Data)).NotTo(ContainElement("old"), "unchanged since the controller wrote it, %d versions ago: pruned", 2*keptVersions+2)
 			g.Expect(got.Data["typed"]).To(Equal("typed-by-a-person"), "what a person typed is never pruned")
 			g.Expect(got.Data["other"]).To(Equal(fmt.Sprintf("typed-by-a-person-%d", 2*keptVersions-1)), "the last hand edit")
-			g.Expect(obj.Status.ManagedKeys).To(Equal([]ohmlabv1alpha1.ManagedKey{{Key: "keep", Version: int64(got.Version)}}))
+			g.Expect(stamped(t, obj.Status.ManagedKeys)).To(Equal([]ohmlabv1alpha1.ManagedKey{{Key: "keep", Version: int64(got.Version)}}))
 			g.Eventually(func() []string { return f.events("app") }).Should(ContainElement(
 				"Normal Kept: kept: cannot tell: version 1 is no longer kept: typed"), "old is not kept")
 			assertNoValueEmitted(t, f, got.Data)

@@ -110,7 +110,7 @@ func TestRestartComparesNoHashThatCannotHaveChanged(t *testing.T) {
 	}
 	for i := range n {
 		obj := first.waitReady(fmt.Sprintf("o%d", i))
-		g.Expect(obj.Status.ManagedKeys).To(ConsistOf(
+		g.Expect(stamped(t, obj.Status.ManagedKeys)).To(ConsistOf(
 			ohmlabv1alpha1.ManagedKey{Key: "password", Version: 1}, ohmlabv1alpha1.ManagedKey{Key: "passwordHashed", Version: 1}))
 	}
 
@@ -123,7 +123,7 @@ func TestRestartComparesNoHashThatCannotHaveChanged(t *testing.T) {
 	}
 	g.Expect(successor.r.Generator.Cache.Compares()).To(BeZero(), "bcrypt compares after the restart")
 	g.Expect(successor.kv.Counts()["write"]).To(BeZero())
-	g.Eventually(func() []ohmlabv1alpha1.ManagedKey { return successor.get("o0").Status.ManagedKeys }).Should(ConsistOf(
+	g.Eventually(func() []ohmlabv1alpha1.ManagedKey { return stamped(t, successor.get("o0").Status.ManagedKeys) }).Should(ConsistOf(
 		ohmlabv1alpha1.ManagedKey{Key: "password", Version: 2}, ohmlabv1alpha1.ManagedKey{Key: "passwordHashed", Version: 2}),
 		"o0's records carried to the hand edit's version, read to compare")
 	for _, p := range paths {

@@ -6,13 +6,19 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/ohmlab/ohmlab-controller/vaultkv"
 )
 
 const path = "ohmlab/platforms/core/keycloak/admin"
+
+// ignoreCreated leaves created_time out of a comparison: TestCreatedTime
+// checks it.
+var ignoreCreated = cmpopts.IgnoreFields(vaultkv.Secret{}, "Created")
 
 func TestVersionsAndCAS(t *testing.T) {
 	ctx := context.Background()
@@ -52,7 +58,7 @@ func TestVersionsAndCAS(t *testing.T) {
 	want := &vaultkv.Secret{Exists: true, Version: 2, Data: map[string]any{
 		"a": "2", "n": json.Number("3"), "t": map[string]any{"x": []any{"y"}},
 	}}
-	if diff := cmp.Diff(want, s); diff != "" {
+	if diff := cmp.Diff(want, s, ignoreCreated); diff != "" {
 		t.Fatalf("read (-want +got):\n%s", diff)
 	}
 	s.Data["a"] = "changed by the caller"
@@ -88,7 +94,7 @@ func TestSoftDeleteAndMark(t *testing.T) {
 	}
 	want := &vaultkv.Secret{Exists: true, Version: 1, Deleted: true,
 		CustomMetadata: map[string]string{"owner": "someone-else", "ohmlab.fr/owner": "ns/name"}}
-	if diff := cmp.Diff(want, s); diff != "" {
+	if diff := cmp.Diff(want, s, ignoreCreated); diff != "" {
 		t.Fatalf("read (-want +got):\n%s", diff)
 	}
 	if _, err := f.Write(ctx, path, map[string]any{"a": "2"}, 0); !errors.Is(err, vaultkv.ErrCASMismatch) {
@@ -130,7 +136,7 @@ func TestReadNew(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
+			if diff := cmp.Diff(tt.want, got, ignoreCreated); diff != "" {
 				t.Errorf("ReadNew (-want +got):\n%s", diff)
 			}
 			if n := f.Calls(vaultkv.OpRead) - before; n != tt.reads {
@@ -190,5 +196,43 @@ func TestFailNextAndCalls(t *testing.T) {
 	}
 	if diff := cmp.Diff(map[string]int{"read": 2, "write": 3, "mark": 0, "delete": 0}, calls); diff != "" {
 		t.Fatalf("calls (-want +got):\n%s", diff)
+	}
+}
+
+// TestCreatedTime: each version carries the created_time of its write, and
+// a path deleted with its metadata or restored from a snapshot numbers its
+// next write as an earlier one, with another created_time.
+func TestCreatedTime(t *testing.T) {
+	ctx := context.Background()
+	f := New()
+	now := time.Date(2026, 12, 6, 5, 0, 0, 0, time.UTC)
+	f.SetClock(func() time.Time { now = now.Add(time.Second); return now })
+	w1, err := f.Write(ctx, path, map[string]any{"a": "1"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := f.Read(ctx, path)
+	if err != nil || !s.Created.Equal(w1.Created) || w1.Version != 1 {
+		t.Fatalf("Read = %+v, %v; the write answered %+v", s, err, w1)
+	}
+	snap := f.Snapshot()
+	if _, err := f.Write(ctx, path, map[string]any{"a": "2"}, 1); err != nil {
+		t.Fatal(err)
+	}
+	f.Restore(snap)
+	again, err := f.Write(ctx, path, map[string]any{"a": "3"}, 1)
+	if err != nil || again.Version != 2 {
+		t.Fatalf("after a restore: Write = %+v, %v; want version 2 again", again, err)
+	}
+	if err := f.Delete(ctx, path); err != nil {
+		t.Fatal(err)
+	}
+	anew, err := f.Write(ctx, path, map[string]any{"a": "4"}, 0)
+	if err != nil || anew.Version != 1 || anew.Created.Equal(w1.Created) {
+		t.Fatalf("a new life: Write = %+v, %v; want version 1 created after %s", anew, err, w1.Created)
+	}
+	v1, err := f.ReadVersion(ctx, path, 1)
+	if err != nil || !v1.Created.Equal(anew.Created) {
+		t.Fatalf("ReadVersion(1) = %+v, %v; want the new life's version 1", v1, err)
 	}
 }
