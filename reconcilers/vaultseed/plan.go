@@ -262,7 +262,10 @@ func plan(d Desired, o Observed, g templating.Generator) (Plan, error) {
 		// its source's first write hashed for nothing).
 		g.Dry = true
 	}
-	fill, err := g.Fill(d.Analysis, templating.FillInput{Current: remaining, Regenerate: regenerate, Refs: refs, Object: d.Owner,
+	// Hidden: the keys with a dot in their name (and empty maps) that
+	// Flatten leaves out are in the tree the plan writes back, and no
+	// declared key is created in their place.
+	fill, err := g.Fill(d.Analysis, templating.FillInput{Current: remaining, Hidden: templating.Hidden(path.Data), Regenerate: regenerate, Refs: refs, Object: d.Owner,
 		Checked: checkedPairs(d, path, current, o.Written)})
 	if err != nil {
 		return Plan{}, err

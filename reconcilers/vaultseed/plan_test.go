@@ -1104,6 +1104,71 @@ func TestPlanHoldsBackOnlyKeysThatCannotBeComputed(t *testing.T) {
 	})
 }
 
+// TestPlanKeepsKeysThatFlattenHides: a key whose name has a dot (written
+// by another tool, or by `vault kv patch P a.b=x`) or an empty map is not in
+// the planner's flattened view of the path; a declared key that would
+// replace it, or stand at the dotted key path it spells, is held as a shape
+// conflict, and every write the plan makes carries it back as it was.
+func TestPlanKeepsKeysThatFlattenHides(t *testing.T) {
+	rnd8 := generated(t, 0, "<random:8>")
+	hex4 := generated(t, 0, "<hex:4>")
+	shape := func(key, conflict string) string {
+		return key + ": cannot be created without overwriting " + conflict + " on the path, which is kept (a value on the path is never overwritten): " +
+			"move or delete that key by hand, and the next resync creates " + key
+	}
+	stop := func(msg string, p Plan) Plan {
+		p.Outcome, p.Reason, p.Message = OutcomeStop, ohmlabv1alpha1.ReasonInvalidSpec, msg
+		return p
+	}
+	typed := m{"spring.datasource.password": "typed"}
+	runPlanCases(t, []planCase{
+		{
+			name: "declared leaf app where the path holds a map of dotted keys only: held, nothing written",
+			spec: spec{data: m{"app": "<random:8>"}},
+			path: ours(5, m{"app": typed}),
+			want: stop(shape("app", `app."spring.datasource.password"`), Plan{CAS: 5}),
+		},
+		{
+			name: "the same on a hand-made path: adopted, app held, the data left alone",
+			spec: spec{data: m{"app": "<random:8>"}, prune: true},
+			path: handMade(5, m{"app": typed}),
+			want: stop(shape("app", `app."spring.datasource.password"`), Plan{CAS: 5, Actions: []Action{actAdopt}, Mark: md(ownerKey, testOwner)}),
+		},
+		{
+			name: "a managed key pruned from under app: pruned, app held, the dotted key written back",
+			spec: spec{data: m{"app": "<random:8>"}, prune: true, managed: []string{"app.x"}},
+			path: ours(5, m{"app": m{"x": "written", "spring.datasource.password": "typed"}}),
+			want: stop(shape("app", `app."spring.datasource.password"`), Plan{CAS: 5, Actions: []Action{prune("app.x")}, Data: m{"app": typed}}),
+		},
+		{
+			name: "declared a.b where a dotted key at the top spells a.b: held",
+			spec: spec{data: m{"a": m{"b": "<random:8>"}, "c": "<hex:4>"}},
+			path: ours(5, m{"a.b": "typed"}),
+			want: stop(shape("a.b", `"a.b"`), Plan{CAS: 5, Actions: []Action{create("c")}, Data: m{"a.b": "typed", "c": hex4}, ManagedKeys: []string{"c"}}),
+		},
+		{
+			name: "declared leaf app where the map holds only an empty map: held",
+			spec: spec{data: m{"app": "<random:8>"}},
+			path: ours(5, m{"app": m{"x": m{}}}),
+			want: stop(shape("app", "app.x"), Plan{CAS: 5}),
+		},
+		{
+			name: "every write carries the dotted keys back: create beside them, rotate, update a copy, prune",
+			spec: spec{data: m{"app": m{"pw": "<random:8>"}, "gen": "<hex:4>", "copy": "<ref:" + pgRef + ">"},
+				rotate: &templating.Rotate{Token: "t2", Keys: []string{"gen"}}, prune: true, managed: []string{"copy", "gen", "old"}},
+			path: ours(5, m{"app": typed, "gen": "g0", "copy": "stale", "old": "o", "a.b": "typed", "m": m{"c.d": "typed", "e": m{}}}, tokenKey, "t1"),
+			refs: map[string]*vaultkv.Secret{pgPath: pgSecret("pg-source")},
+			want: Plan{
+				Actions:     []Action{create("app.pw"), update("copy"), prune("old"), rotate("gen"), actRecordToken},
+				Data:        m{"app": m{"spring.datasource.password": "typed", "pw": rnd8}, "gen": hex4, "copy": "pg-source", "a.b": "typed", "m": m{"c.d": "typed", "e": m{}}},
+				CAS:         5,
+				RecordToken: "t2",
+				ManagedKeys: []string{"app.pw", "copy", "gen"},
+			},
+		},
+	})
+}
+
 // TestPlanPruneKeepsWhatChangedSinceTheControllerWroteIt: prune removes a
 // managed key only while its value is the one the controller wrote at its
 // recorded version (product document, "Pruning"; issue 12), and says why it
