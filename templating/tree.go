@@ -95,6 +95,22 @@ func hiddenInto(out *[]HiddenKey, prefix string, m map[string]any) {
 	}
 }
 
+// At returns the node at the dotted key path key of tree, a leaf or a map,
+// and whether there is one: what [Flatten] cannot say of a map.
+func At(tree map[string]any, key string) (any, bool) {
+	var v any = tree
+	for _, s := range strings.Split(key, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if v, ok = m[s]; !ok {
+			return nil, false
+		}
+	}
+	return v, true
+}
+
 // SetPath sets the dotted key path key ("a.b.c") of a nested tree to v,
 // creating the maps on the way. A value on the way that is not a
 // map[string]any is replaced by a map (callers that must not lose it check

@@ -61,6 +61,35 @@ func TestHidden(t *testing.T) {
 	}
 }
 
+func TestAt(t *testing.T) {
+	type m = map[string]any
+	tree := m{"a": m{"b": "x", "e": m{}}, "s": "y", "d.e": "z"}
+	tests := []struct {
+		key    string
+		want   any
+		wantOK bool
+	}{
+		{key: "a.b", want: "x", wantOK: true},
+		{key: "a", want: m{"b": "x", "e": m{}}, wantOK: true},
+		{key: "a.e", want: m{}, wantOK: true},
+		{key: "s", want: "y", wantOK: true},
+		{key: "a.c"},
+		{key: "s.t"},
+		{key: "d.e"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.key, func(t *testing.T) {
+			got, ok := At(tree, tt.key)
+			if ok != tt.wantOK {
+				t.Fatalf("At(%q) found %v, want %v", tt.key, ok, tt.wantOK)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("At(%q) (-want +got):\n%s", tt.key, diff)
+			}
+		})
+	}
+}
+
 func TestSetPath(t *testing.T) {
 	tests := []struct {
 		name string
