@@ -377,6 +377,25 @@ func (f *filler) checked(k, hash, source string) bool {
 	return ok && p == BcryptPair{Hash: hash, Source: source}
 }
 
+// DerivesFrom returns the key of the same path that key k's value is
+// computed from: a bcrypt's source, a public key's private key, a
+// reference to the own path's source; "" for any other key. Fill holds a
+// key whose source it holds and the path lacks.
+func (a Analysis) DerivesFrom(k string) string {
+	l := a.Leaves[k]
+	switch {
+	case l.Kind == KindBcrypt:
+		return l.Source
+	case l.Kind == KindRef && l.Ref.Path == a.Path:
+		return l.Ref.Key
+	case isPublic(l.Kind):
+		if ks := privateKeys(a)[pairOf(l.Kind)]; len(ks) > 0 {
+			return ks[0]
+		}
+	}
+	return ""
+}
+
 // fillOrder returns the keys of a.Leaves so that every key comes after the
 // keys it derives from (bcrypt source, private key of its pair, reference
 // to the own path), ties in key order, and the private key of each key

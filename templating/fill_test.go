@@ -634,3 +634,19 @@ func cloneForTest(tree map[string]any) map[string]any {
 	}
 	return out
 }
+
+func TestDerivesFrom(t *testing.T) {
+	a := Analyse(Object{Path: own, Data: map[string]any{
+		"pw": "<random:8>", "h": "<bcrypt:pw>", "self": "<ref:m/own#pw>", "other": "<ref:m/other#k>",
+		"as": "<age:secret>", "ap": "<age:public>", "ss": "<ssh:private>", "sp": "<ssh:public>", "plain": "x",
+	}})
+	if a.Problems != nil {
+		t.Fatalf("analysis: %v", a.Problems)
+	}
+	want := map[string]string{"h": "pw", "self": "pw", "ap": "as", "sp": "ss"}
+	for _, k := range a.Keys {
+		if got := a.DerivesFrom(k); got != want[k] {
+			t.Errorf("DerivesFrom(%s) = %q, want %q", k, got, want[k])
+		}
+	}
+}

@@ -276,9 +276,19 @@ func plan(d Desired, o Observed, g templating.Generator) (Plan, error) {
 	// the path is still maintained.
 	var waiting, stalled []string
 	copyMissing := false
+	held := map[string]bool{}
+	for _, h := range fill.Held {
+		held[h.Key] = true
+	}
 	for _, h := range fill.Held {
 		if why, ok := unusable[h.Key]; ok {
 			stalled = append(stalled, why)
+			continue
+		}
+		if held[d.Analysis.DerivesFrom(h.Key)] {
+			// Held because the key it is computed from is: that key's
+			// reason says why both wait (a copy of a key held by a shape
+			// conflict does not wait for a source).
 			continue
 		}
 		if why, ok := pendingReason(d.Analysis, h, pending); ok {

@@ -1176,6 +1176,12 @@ func TestPlanKeepsKeysThatFlattenHides(t *testing.T) {
 			want: stop(shape("app", "app.x"), Plan{CAS: 5}),
 		},
 		{
+			name: "a copy and a hash of a key held by a conflict: stalled on that key alone, not waiting",
+			spec: spec{data: m{"pw": "<random:8>", "h": "<bcrypt:pw>", "c": "<ref:" + ownPath + "#pw>"}},
+			path: ours(5, m{"pw": m{"x.y": "typed"}}),
+			want: stop(shape("pw", `pw."x.y"`), Plan{CAS: 5}),
+		},
+		{
 			name: "every write carries the dotted keys back: create beside them, rotate, update a copy, prune",
 			spec: spec{data: m{"app": m{"pw": "<random:8>"}, "gen": "<hex:4>", "copy": "<ref:" + pgRef + ">"},
 				rotate: &templating.Rotate{Token: "t2", Keys: []string{"gen"}}, prune: true, managed: []string{"copy", "gen", "old"}},
