@@ -24,6 +24,12 @@ type FillInput struct {
 	// Current are the values on the path now, flattened ([Flatten]): a key
 	// present in the map exists on the path, whatever its value.
 	Current map[string]any
+	// Hidden is what the path holds that Current cannot show ([Hidden]):
+	// keys whose name has a dot, and empty maps. No key is created where
+	// it would replace one of them, and no key is created at, above or
+	// under the dotted key path a dotted name spells (see
+	// [ShapeConflictError]). May be nil.
+	Hidden []HiddenKey
 	// Regenerate are generated keys to regenerate although present
 	// (rotation): usually Analysis.RotationKeys when the token changed.
 	Regenerate []string
@@ -117,12 +123,18 @@ func (e *InvalidValueError) Error() string {
 // ShapeConflictError is returned by Fill when creating a declared key would
 // overwrite another key of the path: a value stored where the declared tree
 // has a map (Conflict is a prefix of Key), or a map stored where it has a
-// leaf (Conflict is a key under Key). A key that exists is never
-// overwritten (product document, "Seed once"), so someone must move it.
+// leaf (Conflict is a key under Key, or in a map under Key, that Flatten
+// does not show: a name with a dot, an empty map). A key whose name has a
+// dot occupies the dotted key path it spells, as a reader that joins names
+// with dots (Spring's, for one) sees it: no key is created at that path,
+// above it or under it, which would stand beside it or shadow it. A key
+// that exists is never overwritten (product document, "Seed once"), so
+// someone must move it.
 type ShapeConflictError struct {
 	// Key is the declared key Fill would create.
 	Key string
-	// Conflict is the key on the path in the way.
+	// Conflict is the key on the path in the way: its dotted key path, or
+	// for a name with a dot its HiddenKey.Name (app."a.b").
 	Conflict string
 }
 
@@ -172,11 +184,22 @@ func (g Generator) Fill(a Analysis, in FillInput) (FillResult, error) {
 		}
 		regen[k] = true
 	}
-	f := filler{g: g, a: a, in: in, res: FillResult{Values: make(map[string]any)}, under: make(map[string]string)}
+	f := filler{g: g, a: a, in: in, res: FillResult{Values: make(map[string]any)},
+		under: make(map[string]string), hiddenAt: make(map[string]string), hiddenUnder: make(map[string]string)}
 	for k := range in.Current {
 		for i := strings.LastIndexByte(k, '.'); i > 0; i = strings.LastIndexByte(k[:i], '.') {
 			if u, ok := f.under[k[:i]]; !ok || k < u {
 				f.under[k[:i]] = k
+			}
+		}
+	}
+	for _, h := range in.Hidden {
+		if u, ok := f.hiddenAt[h.Path]; !h.EmptyMap && (!ok || h.Name < u) {
+			f.hiddenAt[h.Path] = h.Name
+		}
+		for i := strings.LastIndexByte(h.Path, '.'); i > 0; i = strings.LastIndexByte(h.Path[:i], '.') {
+			if u, ok := f.hiddenUnder[h.Path[:i]]; !ok || h.Name < u {
+				f.hiddenUnder[h.Path[:i]] = h.Name
 			}
 		}
 	}
@@ -211,6 +234,10 @@ type filler struct {
 	res      FillResult
 	privates map[*keyPair]string // the private key of each key pair the object holds
 	under    map[string]string   // prefix of a current key -> smallest current key under it
+	// The keys of in.Hidden by the dotted key path they occupy: a name
+	// with a dot at that path (not an empty map, which a key may fill), and
+	// the smallest of any kind under it.
+	hiddenAt, hiddenUnder map[string]string
 }
 
 // value is k's new value when it changes in this Fill, else its current
@@ -235,9 +262,18 @@ func (f *filler) set(k, action string, v any) error {
 		if u, ok := f.under[k]; ok {
 			return &ShapeConflictError{Key: k, Conflict: u}
 		}
+		if u, ok := f.hiddenUnder[k]; ok {
+			return &ShapeConflictError{Key: k, Conflict: u}
+		}
+		if u, ok := f.hiddenAt[k]; ok {
+			return &ShapeConflictError{Key: k, Conflict: u}
+		}
 		for i := strings.LastIndexByte(k, '.'); i > 0; i = strings.LastIndexByte(k[:i], '.') {
 			if _, ok := f.in.Current[k[:i]]; ok {
 				return &ShapeConflictError{Key: k, Conflict: k[:i]}
+			}
+			if u, ok := f.hiddenAt[k[:i]]; ok {
+				return &ShapeConflictError{Key: k, Conflict: u}
 			}
 		}
 	}
@@ -339,6 +375,25 @@ func (f *filler) fill(k string, regenerate bool) error {
 func (f *filler) checked(k, hash, source string) bool {
 	p, ok := f.in.Checked[k]
 	return ok && p == BcryptPair{Hash: hash, Source: source}
+}
+
+// DerivesFrom returns the key of the same path that key k's value is
+// computed from: a bcrypt's source, a public key's private key, a
+// reference to the own path's source; "" for any other key. Fill holds a
+// key whose source it holds and the path lacks.
+func (a Analysis) DerivesFrom(k string) string {
+	l := a.Leaves[k]
+	switch {
+	case l.Kind == KindBcrypt:
+		return l.Source
+	case l.Kind == KindRef && l.Ref.Path == a.Path:
+		return l.Ref.Key
+	case isPublic(l.Kind):
+		if ks := privateKeys(a)[pairOf(l.Kind)]; len(ks) > 0 {
+			return ks[0]
+		}
+	}
+	return ""
 }
 
 // fillOrder returns the keys of a.Leaves so that every key comes after the

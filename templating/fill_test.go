@@ -490,3 +490,163 @@ func TestFillIsQuietOnceApplied(t *testing.T) {
 		t.Errorf("a resync after rotation changes %v", third.Changes)
 	}
 }
+
+// TestFillNeverReplacesWhatFlattenHides: a key whose name has a dot (written
+// by another tool, or by `vault kv patch P a.b=x`) and an empty map are not
+// in Flatten's view of the path; Fill, given them as Hidden, creates no key
+// in their place nor at the dotted key path a dotted name spells, and the
+// tree written back with SetPath still holds every one of them.
+func TestFillNeverReplacesWhatFlattenHides(t *testing.T) {
+	type m = map[string]any
+	conflict := func(k, c string) []Held { return []Held{{k, &ShapeConflictError{Key: k, Conflict: c}}} }
+	tests := []struct {
+		name       string
+		data       m // declared
+		path       m // on the path
+		regenerate []string
+		wantValues m
+		wantHeld   []Held
+	}{
+		{name: "a leaf where the path holds a map of dotted keys only", data: m{"app": "<random:8>"},
+			path:       m{"app": m{"spring.datasource.password": "typed"}},
+			wantValues: m{}, wantHeld: conflict("app", `app."spring.datasource.password"`)},
+		{name: "a leaf where a dotted key is deeper in the map", data: m{"app": "<random:8>", "other": "x"},
+			path:       m{"app": m{"db": m{"spring.x": "typed"}}},
+			wantValues: m{"other": "x"}, wantHeld: conflict("app", `app.db."spring.x"`)},
+		{name: "a leaf where the map holds only an empty map", data: m{"app": "<random:8>"},
+			path:       m{"app": m{"x": m{}}},
+			wantValues: m{}, wantHeld: conflict("app", "app.x")},
+		{name: "a leaf where a mixed map is: its visible key is named", data: m{"app": "<random:8>"},
+			path:       m{"app": m{"name": "n", "spring.x": "typed"}},
+			wantValues: m{}, wantHeld: conflict("app", "app.name")},
+		{name: "a plain value where the path holds a map of dotted keys", data: m{"app": "plain"},
+			path:       m{"app": m{"a.b": "typed"}},
+			wantValues: m{}, wantHeld: conflict("app", `app."a.b"`)},
+		{name: "a key that a dotted name at the top spells", data: m{"a": m{"b": "<hex:4>"}},
+			path:       m{"a.b": "typed"},
+			wantValues: m{}, wantHeld: conflict("a.b", `"a.b"`)},
+		{name: "a key under the dotted key path of a dotted name", data: m{"a": m{"b": m{"c": "<hex:4>"}}},
+			path:       m{"a.b": "typed"},
+			wantValues: m{}, wantHeld: conflict("a.b.c", `"a.b"`)},
+		{name: "a leaf above the dotted key path of a dotted name", data: m{"a": "<hex:4>"},
+			path:       m{"a.b": "typed"},
+			wantValues: m{}, wantHeld: conflict("a", `"a.b"`)},
+		{name: "a key beside a dotted key in its map is created", data: m{"app": m{"pw": "<hex:4>"}},
+			path:       m{"app": m{"spring.x": "typed"}},
+			wantValues: m{"app.pw": "0000"}},
+		{name: "a key elsewhere than a dotted name spells is created", data: m{"x": "<hex:4>", "a": m{"c": "<hex:4>"}},
+			path:       m{"a.b": "typed"},
+			wantValues: m{"x": "0000", "a.c": "0000"}},
+		{name: "a leaf where the path holds an empty map takes its place", data: m{"app": "<hex:4>"},
+			path:       m{"app": m{}},
+			wantValues: m{"app": "0000"}},
+		{name: "a key under an empty map fills it", data: m{"app": m{"pw": "<hex:4>"}},
+			path:       m{"app": m{}},
+			wantValues: m{"app.pw": "0000"}},
+		{name: "a rotation rewrites the nested key, the dotted one beside it stays", data: m{"a": m{"b": "<hex:4>"}},
+			path: m{"a": m{"b": "old"}, "a.b": "typed"}, regenerate: []string{"a.b"},
+			wantValues: m{"a.b": "0000"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := Analyse(Object{Path: own, Data: tt.data, Rotate: rotateFor(tt.regenerate)})
+			if a.Problems != nil {
+				t.Fatalf("analysis: %v", a.Problems)
+			}
+			hidden := Hidden(tt.path)
+			got, err := Generator{Rand: constReader(0), BcryptCost: 4}.Fill(a, FillInput{Current: Flatten(tt.path), Hidden: hidden, Regenerate: tt.regenerate})
+			if err != nil {
+				t.Fatalf("Fill: %v", err)
+			}
+			if diff := cmp.Diff(tt.wantValues, got.Values); diff != "" {
+				t.Errorf("values (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.wantHeld, got.Held, cmp.Comparer(func(a, b error) bool { return a.Error() == b.Error() })); diff != "" {
+				t.Errorf("held (-want +got):\n%s", diff)
+			}
+			// The tree written back keeps what Flatten hides, value for
+			// value (an empty map that a key fills is no longer empty).
+			tree := cloneForTest(tt.path)
+			for k, v := range got.Values {
+				SetPath(tree, k, v)
+			}
+			want := hiddenValues(tt.path)
+			for name := range want {
+				for k := range got.Values {
+					if k == name || strings.HasPrefix(k, name+".") {
+						delete(want, name) // an empty map that the key took or filled
+					}
+				}
+			}
+			gotHidden := hiddenValues(tree)
+			for name, v := range want {
+				if diff := cmp.Diff(v, gotHidden[name]); diff != "" {
+					t.Errorf("%s after the write (-want +got):\n%s", name, diff)
+				}
+			}
+		})
+	}
+}
+
+// rotateFor is a rotation of keys, nil without keys.
+func rotateFor(keys []string) *Rotate {
+	if len(keys) == 0 {
+		return nil
+	}
+	return &Rotate{Token: "t", Keys: keys}
+}
+
+// hiddenValues is the value of each key of tree that Flatten hides, by its
+// HiddenKey.Name for a dotted name and by its path for an empty map,
+// found by a walk of its own.
+func hiddenValues(tree map[string]any) map[string]any {
+	out := map[string]any{}
+	var walk func(prefix string, m map[string]any)
+	walk = func(prefix string, m map[string]any) {
+		for k, v := range m {
+			name := k
+			if strings.Contains(k, ".") {
+				name = `"` + k + `"`
+			}
+			if prefix != "" {
+				name = prefix + "." + name
+			}
+			sub, isMap := v.(map[string]any)
+			switch {
+			case strings.Contains(k, "."), isMap && len(sub) == 0:
+				out[name] = v
+			case isMap:
+				walk(name, sub)
+			}
+		}
+	}
+	walk("", tree)
+	return out
+}
+
+func cloneForTest(tree map[string]any) map[string]any {
+	out := make(map[string]any, len(tree))
+	for k, v := range tree {
+		if sub, ok := v.(map[string]any); ok {
+			v = cloneForTest(sub)
+		}
+		out[k] = v
+	}
+	return out
+}
+
+func TestDerivesFrom(t *testing.T) {
+	a := Analyse(Object{Path: own, Data: map[string]any{
+		"pw": "<random:8>", "h": "<bcrypt:pw>", "self": "<ref:m/own#pw>", "other": "<ref:m/other#k>",
+		"as": "<age:secret>", "ap": "<age:public>", "ss": "<ssh:private>", "sp": "<ssh:public>", "plain": "x",
+	}})
+	if a.Problems != nil {
+		t.Fatalf("analysis: %v", a.Problems)
+	}
+	want := map[string]string{"h": "pw", "self": "pw", "ap": "as", "sp": "ss"}
+	for _, k := range a.Keys {
+		if got := a.DerivesFrom(k); got != want[k] {
+			t.Errorf("DerivesFrom(%s) = %q, want %q", k, got, want[k])
+		}
+	}
+}

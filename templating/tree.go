@@ -16,7 +16,8 @@ import (
 // left out: no declared key can name it (key names in a spec have no dot),
 // and taken in it would pass for the nested a.b, so that the controller
 // would rewrite a.b forever or hash and copy the wrong value. Left out, it
-// is neither compared nor deleted, and a write keeps it as it is.
+// is neither compared nor deleted, and a write keeps it as it is; [Hidden]
+// lists it, so that no write replaces it unseen.
 func Flatten(tree map[string]any) map[string]any {
 	out := make(map[string]any)
 	flattenInto(out, "", tree)
@@ -40,6 +41,74 @@ func flattenInto(out map[string]any, prefix string, m map[string]any) {
 		}
 		out[p] = m[k]
 	}
+}
+
+// HiddenKey is a part of a data tree that [Flatten] does not show.
+type HiddenKey struct {
+	// Path is the dotted key path its names spell when joined with dots:
+	// "app.spring.datasource.password" for the key
+	// "spring.datasource.password" of the map app.
+	Path string
+	// Name names it without ambiguity, every name with a dot quoted:
+	// app."spring.datasource.password" (jq reads it so).
+	Name string
+	// EmptyMap is true for an empty map whose names have no dot: it holds
+	// no value, and only the map around it is not empty for it.
+	EmptyMap bool
+}
+
+// Hidden returns what tree holds that [Flatten] leaves out, sorted by Path:
+// every key whose name contains a dot (whatever is under it, which is left
+// out with it), and every empty map. A map that holds only these is not
+// empty although Flatten shows nothing of it: a write that put a value in
+// its place would lose them ([Generator.Fill] sees them through
+// FillInput.Hidden).
+func Hidden(tree map[string]any) []HiddenKey {
+	var out []HiddenKey
+	hiddenInto(&out, "", tree)
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Path != out[j].Path {
+			return out[i].Path < out[j].Path
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+// hiddenInto appends the hidden keys of m, the map at prefix (whose names
+// have no dot: the walk stops at a name with one).
+func hiddenInto(out *[]HiddenKey, prefix string, m map[string]any) {
+	for k, v := range m {
+		p := joinKey(prefix, k)
+		if strings.Contains(k, ".") {
+			*out = append(*out, HiddenKey{Path: p, Name: joinKey(prefix, strconv.Quote(k))})
+			continue
+		}
+		sub, ok := v.(map[string]any)
+		switch {
+		case !ok:
+		case len(sub) == 0:
+			*out = append(*out, HiddenKey{Path: p, Name: p, EmptyMap: true})
+		default:
+			hiddenInto(out, p, sub)
+		}
+	}
+}
+
+// At returns the node at the dotted key path key of tree, a leaf or a map,
+// and whether there is one: what [Flatten] cannot say of a map.
+func At(tree map[string]any, key string) (any, bool) {
+	var v any = tree
+	for _, s := range strings.Split(key, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if v, ok = m[s]; !ok {
+			return nil, false
+		}
+	}
+	return v, true
 }
 
 // SetPath sets the dotted key path key ("a.b.c") of a nested tree to v,

@@ -33,6 +33,63 @@ func TestFlatten(t *testing.T) {
 	}
 }
 
+func TestHidden(t *testing.T) {
+	type m = map[string]any
+	tests := []struct {
+		name string
+		in   m
+		want []HiddenKey
+	}{
+		{name: "nothing hidden", in: m{"a": m{"b": "x"}, "c": "y"}},
+		{name: "a map of dotted keys only", in: m{"app": m{"spring.datasource.password": "typed"}},
+			want: []HiddenKey{{Path: "app.spring.datasource.password", Name: `app."spring.datasource.password"`}}},
+		{name: "a dotted key at the top, with a map under it", in: m{"a.b": m{"c": "x"}, "d": "y"},
+			want: []HiddenKey{{Path: "a.b", Name: `"a.b"`}}},
+		{name: "a mixed map: only the dotted key", in: m{"app": m{"name": "n", "spring.x": "t"}},
+			want: []HiddenKey{{Path: "app.spring.x", Name: `app."spring.x"`}}},
+		{name: "empty maps, at the top and inside a map", in: m{"e": m{}, "a": m{"x": m{}}},
+			want: []HiddenKey{{Path: "a.x", Name: "a.x", EmptyMap: true}, {Path: "e", Name: "e", EmptyMap: true}}},
+		{name: "sorted by path", in: m{"z.z": "1", "a": m{"b.c": "2", "d": m{"e.f": "3"}}},
+			want: []HiddenKey{{Path: "a.b.c", Name: `a."b.c"`}, {Path: "a.d.e.f", Name: `a.d."e.f"`}, {Path: "z.z", Name: `"z.z"`}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, Hidden(tt.in)); diff != "" {
+				t.Errorf("Hidden (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestAt(t *testing.T) {
+	type m = map[string]any
+	tree := m{"a": m{"b": "x", "e": m{}}, "s": "y", "d.e": "z"}
+	tests := []struct {
+		key    string
+		want   any
+		wantOK bool
+	}{
+		{key: "a.b", want: "x", wantOK: true},
+		{key: "a", want: m{"b": "x", "e": m{}}, wantOK: true},
+		{key: "a.e", want: m{}, wantOK: true},
+		{key: "s", want: "y", wantOK: true},
+		{key: "a.c"},
+		{key: "s.t"},
+		{key: "d.e"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.key, func(t *testing.T) {
+			got, ok := At(tree, tt.key)
+			if ok != tt.wantOK {
+				t.Fatalf("At(%q) found %v, want %v", tt.key, ok, tt.wantOK)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("At(%q) (-want +got):\n%s", tt.key, diff)
+			}
+		})
+	}
+}
+
 func TestSetPath(t *testing.T) {
 	tests := []struct {
 		name string
@@ -46,6 +103,10 @@ func TestSetPath(t *testing.T) {
 		{name: "keeps siblings", tree: map[string]any{"a": map[string]any{"k": "1"}}, key: "a.b", v: true, want: map[string]any{"a": map[string]any{"k": "1", "b": true}}},
 		{name: "overwrites a leaf", tree: map[string]any{"a": "old"}, key: "a", v: "new", want: map[string]any{"a": "new"}},
 		{name: "replaces a value in the way", tree: map[string]any{"a": "old"}, key: "a.b", v: "x", want: map[string]any{"a": map[string]any{"b": "x"}}},
+		{name: "keeps a dotted sibling", tree: map[string]any{"a": map[string]any{"b.c": "typed"}}, key: "a.b", v: "x",
+			want: map[string]any{"a": map[string]any{"b.c": "typed", "b": "x"}}},
+		{name: "keeps a dotted key that spells the key", tree: map[string]any{"a.b": "typed"}, key: "a.b", v: "x",
+			want: map[string]any{"a.b": "typed", "a": map[string]any{"b": "x"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -71,6 +132,12 @@ func TestDeletePath(t *testing.T) {
 		{name: "missing parent", tree: map[string]any{"a": "x"}, key: "b.c", want: map[string]any{"a": "x"}},
 		{name: "leaf in the way", tree: map[string]any{"a": "x"}, key: "a.b", want: map[string]any{"a": "x"}},
 		{name: "a whole map", tree: map[string]any{"a": map[string]any{"b": "x"}}, key: "a", want: map[string]any{}},
+		{name: "keeps a parent that holds only a dotted key", tree: map[string]any{"a": map[string]any{"b": "x", "c.d": "typed"}}, key: "a.b",
+			want: map[string]any{"a": map[string]any{"c.d": "typed"}}},
+		{name: "keeps a parent that holds only an empty map", tree: map[string]any{"a": map[string]any{"b": "x", "e": map[string]any{}}}, key: "a.b",
+			want: map[string]any{"a": map[string]any{"e": map[string]any{}}}},
+		{name: "keeps a dotted key that spells the key", tree: map[string]any{"a.b": "typed", "a": map[string]any{"b": "x"}}, key: "a.b",
+			want: map[string]any{"a.b": "typed"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -201,6 +201,23 @@ func TestAdmission(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred(), out)
 		g.Expect(out).To(ContainSubstring("vaultseed.ohmlab.fr/unclosed created"))
 		g.Expect(out).To(ContainSubstring("Warning: c: is plain text, the template <random:12> without its closing '>': it is stored in Vault literally, as typed, not generated; write <random:12> to generate the value"))
+
+		// A path copied from `vault kv get`'s "Secret Path" names another
+		// secret than the one meant (a secret may be named data, so it is
+		// admitted): kubectl shows why, and the path to write.
+		out, err = k.apply(ctx, manifest(ns, "apipath", "    path: ohmlab/data/platforms/test/core/apipath\n    data:\n      k: \"<random:8>\"\n"))
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(out).To(ContainSubstring("vaultseed.ohmlab.fr/apipath created"))
+		g.Expect(out).To(ContainSubstring(`Warning: spec.path: ohmlab/data/platforms/test/core/apipath has data/ after the mount, as KV v2's API path does (vault kv prints it as "Secret Path"), ` +
+			"but a VaultSeed's path is <mount>/<path> without it: the controller adds data/ itself and would use ohmlab/data/data/platforms/test/core/apipath, " +
+			"which its policy usually does not cover (permission denied). Write ohmlab/platforms/test/core/apipath, unless the secret's own path does begin with data/"))
+
+		// A rotate block without keys regenerates a key pair with the rest.
+		out, err = k.apply(ctx, manifest(ns, "rotateall", "    path: ohmlab/platforms/test/core/rotateall\n    data:\n      pw: \"<random:8>\"\n      deploy:\n        private: \"<ssh:private>\"\n        public: \"<ssh:public>\"\n    rotate:\n      token: \"1\"\n"))
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(out).To(ContainSubstring("vaultseed.ohmlab.fr/rotateall created"))
+		g.Expect(out).To(ContainSubstring("Warning: spec.rotate: rotate has no keys, so a new token regenerates every generated key, the private keys deploy.private (<ssh:private>) included, " +
+			"and their public keys with them: what was encrypted to the old age key, or trusts the old SSH key, stops working. List the keys to regenerate in rotate.keys (a private key only when its pair must change)"))
 	})
 
 	t.Run("a path that is not one Vault path is refused with the one message", func(t *testing.T) {

@@ -274,6 +274,21 @@ func TestValidateInputs(t *testing.T) {
 			want:  result{Code: exitValid, Stderr: "-:vo/a: warning: spec.rotate: rotate has no keys and data declares no generated key (<random:N>, <hex:N>, <uuid>, <age:secret>, <ssh:private>): a new token regenerates nothing\n"},
 		},
 		{
+			name:  "a path copied from vault kv get's Secret Path (data/ after the mount) is a warning, not a refusal",
+			stdin: vaultSeed("d", "  path: ohmlab/data/platforms/x\n  data:\n    k: \"<random:8>\"\n"),
+			args:  []string{"validate", "-"},
+			want: result{Code: exitValid, Stderr: "-:vo/d: warning: spec.path: ohmlab/data/platforms/x has data/ after the mount, as KV v2's API path does (vault kv prints it as \"Secret Path\"), " +
+				"but a VaultSeed's path is <mount>/<path> without it: the controller adds data/ itself and would use ohmlab/data/data/platforms/x, which its policy usually does not cover (permission denied). " +
+				"Write ohmlab/platforms/x, unless the secret's own path does begin with data/\n"},
+		},
+		{
+			name:  "a rotate block without keys over a key pair is a warning naming its private key",
+			stdin: vaultSeed("r", "  path: ohmlab/r\n  data:\n    pw: \"<random:8>\"\n    sops: {secret: \"<age:secret>\", public: \"<age:public>\"}\n  rotate:\n    token: \"1\"\n"),
+			args:  []string{"validate", "-"},
+			want: result{Code: exitValid, Stderr: "-:vo/r: warning: spec.rotate: rotate has no keys, so a new token regenerates every generated key, the private keys sops.secret (<age:secret>) included, " +
+				"and their public keys with them: what was encrypted to the old age key, or trusts the old SSH key, stops working. List the keys to regenerate in rotate.keys (a private key only when its pair must change)\n"},
+		},
+		{
 			name:  "a shard label no process can take is a warning, as at kubectl apply",
 			stdin: "apiVersion: ohmlab.fr/v1alpha1\nkind: VaultSeed\nmetadata:\n  name: a\n  namespace: vo\n  labels: {ohmlab.fr/shard: \"\"}\nspec:\n  path: ohmlab/a\n",
 			args:  []string{"validate", "-"},

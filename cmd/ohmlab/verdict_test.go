@@ -135,6 +135,8 @@ func TestSameVerdict(t *testing.T) {
 		{name: "rotation keys", obj: seedDoc("x", "  path: ohmlab/x\n  data:\n    p: "+secret+"\n    g: \"<uuid>\"\n    m:\n      k: \"<uuid>\"\n  rotate:\n    token: \"1\"\n    keys: [p, q, m, g]\n"),
 			want: []string{"m InvalidRotation", "p InvalidRotation", "q InvalidRotation"}},
 		{name: "a rotate block that regenerates nothing warns", obj: seedDoc("x", "  path: ohmlab/x\n  data:\n    p: "+secret+"\n  rotate:\n    token: \"1\"\n"), warns: true},
+		{name: "a rotate block without keys over key pairs warns", obj: seedDoc("x", "  path: ohmlab/x\n  data:\n    deploy:\n      private: \"<ssh:private>\"\n      public: \"<ssh:public>\"\n  rotate:\n    token: \"1\"\n"), warns: true},
+		{name: "a path copied from vault kv get's Secret Path warns", obj: seedDoc("x", "  path: ohmlab/data/platforms/x\n  data:\n    k: \"<ref:ohmlab/data/platforms/y#k>\"\n"), warns: true},
 		{name: "a path another object declares", existing: []string{seedDoc("a", "  path: ohmlab/x\n")}, obj: seedDoc("x", "  path: ohmlab/x\n"),
 			want: []string{"spec.path DuplicatePath"}},
 		{name: "closing a reference ring", existing: []string{

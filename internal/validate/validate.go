@@ -10,6 +10,7 @@
 package validate
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -25,7 +26,8 @@ const (
 	KeyPath = "spec.path"
 	// KeyData: data that is not a map, an empty key name at its top.
 	KeyData = "spec.data"
-	// KeyRotate: a rotate block that regenerates nothing (a warning).
+	// KeyRotate: a rotate block that regenerates nothing, or every key
+	// pair (warnings).
 	KeyRotate = "spec.rotate"
 	// KeyToken: an empty rotation token.
 	KeyToken = "spec.rotate.token"
@@ -102,6 +104,7 @@ func Set(objs []*ohmlabv1alpha1.VaultSeed) []Verdict {
 				Message: "must be Retain or Delete"})
 		}
 		out[i].Warnings = append(rotationWarnings(s, a), ShardWarnings(s)...)
+		out[i].Warnings = append(out[i].Warnings, apiPathWarnings(s, a)...)
 		for _, w := range a.Warnings {
 			out[i].Warnings = append(out[i].Warnings, Problem{Key: w.Key, Message: w.Message})
 		}
@@ -196,15 +199,73 @@ func fromTemplating(p templating.Problem) Problem {
 	return Problem{Reason: p.Reason, Key: key, Message: msg}
 }
 
-// rotationWarnings warns about a rotate block that regenerates nothing.
+// rotationWarnings warns about a rotate block without keys that
+// regenerates nothing, or that regenerates the private key of a key pair
+// (and so its public key) with every other generated key: whatever was
+// encrypted to the old age key, or trusts the old SSH key, stops working.
 func rotationWarnings(seed *ohmlabv1alpha1.VaultSeed, a templating.Analysis) []Problem {
 	r := seed.Spec.Rotate
-	if r == nil || len(r.Keys) > 0 || len(a.RotationKeys) > 0 {
+	if r == nil || len(r.Keys) > 0 {
+		return nil
+	}
+	if len(a.RotationKeys) == 0 {
+		return []Problem{{Key: KeyRotate,
+			Message: "rotate has no keys and data declares no generated key (" + templating.GeneratedTemplates + "): a new token regenerates nothing"}}
+	}
+	var privates []string
+	for _, k := range a.RotationKeys {
+		if l := a.Leaves[k]; l.Kind == templating.KindAgeSecret || l.Kind == templating.KindSSHPrivate {
+			privates = append(privates, k+" ("+l.Template+")")
+		}
+	}
+	if len(privates) == 0 {
 		return nil
 	}
 	return []Problem{{Key: KeyRotate,
-		Message: "rotate has no keys and data declares no generated key (" + templating.GeneratedTemplates + "): a new token regenerates nothing"}}
+		Message: "rotate has no keys, so a new token regenerates every generated key, the private keys " + strings.Join(privates, ", ") +
+			" included, and their public keys with them: what was encrypted to the old age key, or trusts the old SSH key, stops working. " +
+			"List the keys to regenerate in rotate.keys (a private key only when its pair must change)"}}
 }
+
+// apiPathWarnings warns about a path (spec.path, or a reference's) whose
+// segment after the mount is data or metadata: KV v2's API path, which
+// `vault kv get` prints as "Secret Path" (metadata: "Metadata Path"), has
+// it and spec.path must not. The controller puts data/ in itself, so such a
+// path names another secret, usually outside its policy ("permission
+// denied"). A warning, not a refusal: a secret may be named so.
+func apiPathWarnings(seed *ohmlabv1alpha1.VaultSeed, a templating.Analysis) []Problem {
+	var out []Problem
+	if msg, ok := apiPathMessage(seed.Spec.Path); ok {
+		out = append(out, Problem{Key: KeyPath, Message: seed.Spec.Path + " " + msg})
+	}
+	for _, k := range a.Keys {
+		l := a.Leaves[k]
+		if l.Kind != templating.KindRef {
+			continue
+		}
+		if msg, ok := apiPathMessage(l.Ref.Path); ok {
+			out = append(out, Problem{Key: k, Message: l.Template + " reads " + l.Ref.Path + ", which " + msg})
+		}
+	}
+	return out
+}
+
+// apiPathMessage says, after path p, what is surprising about it when its
+// segment after the mount is data or metadata, with more after it.
+func apiPathMessage(p string) (string, bool) {
+	segs := strings.Split(p, "/")
+	if len(segs) < 3 || segs[1] != "data" && segs[1] != "metadata" {
+		return "", false
+	}
+	mount, api, rest := segs[0], segs[1], strings.Join(segs[2:], "/")
+	return fmt.Sprintf("has %s/ after the mount, as KV v2's API path does (vault kv prints it as %q), but a VaultSeed's path is <mount>/<path> without it: "+
+		"the controller adds data/ itself and would use %s/data/%s/%s, which its policy usually does not cover (permission denied). "+
+		"Write %s/%s, unless the secret's own path does begin with %s/",
+		api, apiPathLabel[api], mount, api, rest, mount, rest, api), true
+}
+
+// apiPathLabel is how `vault kv` prints each API path.
+var apiPathLabel = map[string]string{"data": "Secret Path", "metadata": "Metadata Path"}
 
 // changeWarnings warns about keys an update changes although the controller
 // keeps the value already on the path ("Seed once"): plain values and

@@ -223,6 +223,75 @@ func TestSeed(t *testing.T) {
 	}
 }
 
+// TestWarningsOfAdmittedMistakes: a path copied from `vault kv get`'s
+// "Secret Path" (with data/ after the mount) and a rotate block without
+// keys on an object with key pairs are admitted, with a warning that says
+// what happens and what to write.
+func TestWarningsOfAdmittedMistakes(t *testing.T) {
+	apiPath := func(path, api, label, fixed string) string {
+		return "has " + api + `/ after the mount, as KV v2's API path does (vault kv prints it as "` + label + `"), but a VaultSeed's path is <mount>/<path> without it: ` +
+			"the controller adds data/ itself and would use " + path + ", which its policy usually does not cover (permission denied). " +
+			"Write " + fixed + ", unless the secret's own path does begin with " + api + "/"
+	}
+	rotateAll := func(privates string) string {
+		return "rotate has no keys, so a new token regenerates every generated key, the private keys " + privates +
+			" included, and their public keys with them: what was encrypted to the old age key, or trusts the old SSH key, stops working. " +
+			"List the keys to regenerate in rotate.keys (a private key only when its pair must change)"
+	}
+	tests := []struct {
+		name string
+		seed *ohmlabv1alpha1.VaultSeed
+		want []validate.Problem
+	}{
+		{
+			name: "spec.path with data/ after the mount",
+			seed: seed("a", "ohmlab/data/platforms/prod/core/app", `{"k":"<random:8>"}`),
+			want: []validate.Problem{{Key: "spec.path", Message: "ohmlab/data/platforms/prod/core/app " +
+				apiPath("ohmlab/data/data/platforms/prod/core/app", "data", "Secret Path", "ohmlab/platforms/prod/core/app")}},
+		},
+		{
+			name: "spec.path with metadata/ after the mount",
+			seed: seed("a", "ohmlab/metadata/platforms/app", `{"k":"<random:8>"}`),
+			want: []validate.Problem{{Key: "spec.path", Message: "ohmlab/metadata/platforms/app " +
+				apiPath("ohmlab/data/metadata/platforms/app", "metadata", "Metadata Path", "ohmlab/platforms/app")}},
+		},
+		{
+			name: "a reference's path with data/ after the mount",
+			seed: seed("a", "ohmlab/platforms/app", `{"db":{"pw":"<ref:ohmlab/data/platforms/pg#pw>"}}`),
+			want: []validate.Problem{{Key: "db.pw", Message: "<ref:ohmlab/data/platforms/pg#pw> reads ohmlab/data/platforms/pg, which " +
+				apiPath("ohmlab/data/data/platforms/pg", "data", "Secret Path", "ohmlab/platforms/pg")}},
+		},
+		{
+			name: "a secret named data at the top of the mount, or data deeper, is no warning",
+			seed: seed("a", "ohmlab/platforms/data", `{"k":"<ref:ohmlab/data#k>","l":"<ref:ohmlab/x/data/y#k>"}`),
+		},
+		{
+			name: "rotate without keys on an object with both key pairs: they are named",
+			seed: withRotate(seed("a", "ohmlab/a", `{"pw":"<random:8>","sops":{"secret":"<age:secret>","public":"<age:public>"},"deploy":{"key":"<ssh:private>","pub":"<ssh:public>"}}`), "1"),
+			want: []validate.Problem{{Key: "spec.rotate", Message: rotateAll("deploy.key (<ssh:private>), sops.secret (<age:secret>)")}},
+		},
+		{
+			name: "rotate with keys on an object with a key pair is no warning",
+			seed: withRotate(seed("a", "ohmlab/a", `{"pw":"<random:8>","sops":{"secret":"<age:secret>","public":"<age:public>"}}`), "1", "pw"),
+		},
+		{
+			name: "rotate without keys on an object without a key pair is no warning",
+			seed: withRotate(seed("a", "ohmlab/a", `{"pw":"<random:8>","h":"<bcrypt:pw>"}`), "1"),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := validate.Seed(tt.seed, nil, nil)
+			if !got.Valid() {
+				t.Fatalf("refused: %s", got.Message())
+			}
+			if diff := cmp.Diff(tt.want, got.Warnings); diff != "" {
+				t.Errorf("warnings (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestVerdictMessage(t *testing.T) {
 	v := validate.Verdict{Problems: []validate.Problem{
 		{Reason: "InvalidSpec", Key: "a", Message: "first"},

@@ -222,7 +222,7 @@ func plan(d Desired, o Observed, g templating.Generator) (Plan, error) {
 			fmt.Sprintf("the latest version (%d) of the path is deleted: undelete it (vault kv undelete -versions=%d %s), or delete the path's metadata (vault kv metadata delete %s) to have it created anew", path.Version, path.Version, d.Analysis.Path, d.Analysis.Path)), nil
 	}
 
-	refs, pending := resolveRefs(d.Analysis, o.Refs)
+	refs, pending, unusable := resolveRefs(d.Analysis, o.Refs)
 
 	p := Plan{CAS: path.Version, Base: path.Created}
 	switch {
@@ -280,7 +280,10 @@ func plan(d Desired, o Observed, g templating.Generator) (Plan, error) {
 		// its source's first write hashed for nothing).
 		g.Dry = true
 	}
-	fill, err := g.Fill(d.Analysis, templating.FillInput{Current: remaining, Regenerate: regenerate, Refs: refs, Object: d.Owner,
+	// Hidden: the keys with a dot in their name (and empty maps) that
+	// Flatten leaves out are in the tree the plan writes back, and no
+	// declared key is created in their place.
+	fill, err := g.Fill(d.Analysis, templating.FillInput{Current: remaining, Hidden: templating.Hidden(path.Data), Regenerate: regenerate, Refs: refs, Object: d.Owner,
 		Checked: checkedPairs(d, path, current, o.Written)})
 	if err != nil {
 		return Plan{}, err
@@ -291,7 +294,21 @@ func plan(d Desired, o Observed, g templating.Generator) (Plan, error) {
 	// the path is still maintained.
 	var waiting, stalled []string
 	copyMissing := false
+	held := map[string]bool{}
 	for _, h := range fill.Held {
+		held[h.Key] = true
+	}
+	for _, h := range fill.Held {
+		if why, ok := unusable[h.Key]; ok {
+			stalled = append(stalled, why)
+			continue
+		}
+		if held[d.Analysis.DerivesFrom(h.Key)] {
+			// Held because the key it is computed from is: that key's
+			// reason says why both wait (a copy of a key held by a shape
+			// conflict does not wait for a source).
+			continue
+		}
 		if why, ok := pendingReason(d.Analysis, h, pending); ok {
 			waiting = append(waiting, why)
 			if _, present := remaining[h.Key]; !present {
@@ -452,11 +469,12 @@ func pendingReason(a templating.Analysis, h templating.Held, pending map[string]
 }
 
 // resolveRefs returns the source value of every reference to another path,
-// by the referring key, and why the others cannot be resolved yet
-// ("mount/path#key (why)"), by the referring key.
-func resolveRefs(a templating.Analysis, paths map[string]*vaultkv.Secret) (map[string]string, map[string]string) {
-	refs := map[string]string{}
-	pending := map[string]string{}
+// by the referring key; why the others cannot be resolved yet
+// ("mount/path#key (why)"), by the referring key; and the references that
+// waiting cannot resolve, with the message of their stall: those whose
+// source key is a map, not a value.
+func resolveRefs(a templating.Analysis, paths map[string]*vaultkv.Secret) (refs, pending, unusable map[string]string) {
+	refs, pending, unusable = map[string]string{}, map[string]string{}, map[string]string{}
 	flat := map[string]map[string]any{}
 	for _, k := range a.Keys {
 		l := a.Leaves[k]
@@ -480,14 +498,34 @@ func resolveRefs(a templating.Analysis, paths map[string]*vaultkv.Secret) (map[s
 		v, ok := values[l.Ref.Key]
 		switch s := templating.Stringify(v); {
 		case !ok:
-			pending[k] = l.Ref.String() + " (key missing)"
+			if node, found := templating.At(src.Data, l.Ref.Key); found {
+				if _, isMap := node.(map[string]any); isMap {
+					unusable[k] = fmt.Sprintf("%s: %s names %s, which is a map on %s, not a value: a reference copies one value; name one of its keys (<ref:%s#%s.<key>>)",
+						k, l.Template, l.Ref.Key, l.Ref.Path, l.Ref.Path, l.Ref.Key)
+					continue
+				}
+			}
+			pending[k] = l.Ref.String() + " (key missing" + dottedHint(src.Data, l.Ref.Key) + ")"
 		case s == "":
 			pending[k] = l.Ref.String() + " (empty)"
 		default:
 			refs[k] = s
 		}
 	}
-	return refs, pending
+	return refs, pending, unusable
+}
+
+// dottedHint says, for a reference whose source key is missing, that the
+// source path has a key whose name has a dot and spells that key: a
+// reference reads nested maps only (templating.Flatten), so it waits for
+// the nested key.
+func dottedHint(tree map[string]any, key string) string {
+	for _, h := range templating.Hidden(tree) {
+		if h.Path == key && !h.EmptyMap {
+			return fmt.Sprintf("; the path has %s, a key whose name has a dot, which is not the nested %s", h.Name, key)
+		}
+	}
+	return ""
 }
 
 // fillInCommand is the command that fills key of path in by hand. A nested

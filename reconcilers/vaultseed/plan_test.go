@@ -860,11 +860,18 @@ func TestPlanRefPending(t *testing.T) {
 			want: "waiting for " + pgRef + " (key missing)",
 		},
 		{
-			name: "source key is a map, not a leaf",
+			name: "source key missing, a dotted key at the top of the source spells it",
 			data: clients(),
 			path: ours(5, m{"db": m{"user": "keycloak"}}),
-			refs: map[string]*vaultkv.Secret{pgPath: pgSecret(m{"nested": "x1y2z3w4"})},
-			want: "waiting for " + pgRef + " (key missing)",
+			refs: map[string]*vaultkv.Secret{pgPath: {Exists: true, Version: 1, Data: m{"users.keycloak.password": "x1y2z3w4"}}},
+			want: "waiting for " + pgRef + ` (key missing; the path has "users.keycloak.password", a key whose name has a dot, which is not the nested users.keycloak.password)`,
+		},
+		{
+			name: "source key missing, a dotted key inside a map of the source spells it",
+			data: clients(),
+			path: ours(5, m{"db": m{"user": "keycloak"}}),
+			refs: map[string]*vaultkv.Secret{pgPath: {Exists: true, Version: 1, Data: m{"users": m{"keycloak.password": "x1y2z3w4"}}}},
+			want: "waiting for " + pgRef + ` (key missing; the path has users."keycloak.password", a key whose name has a dot, which is not the nested users.keycloak.password)`,
 		},
 		{
 			name: "source key empty",
@@ -1104,11 +1111,98 @@ func TestPlanHoldsBackOnlyKeysThatCannotBeComputed(t *testing.T) {
 			want: with(stop("a.b: cannot be created without overwriting a on the path, which is kept (a value on the path is never overwritten): move or delete that key by hand, and the next resync creates a.b"), 5, []Action{actAdopt}, md(ownerKey, testOwner), nil),
 		},
 		{
+			name: "a reference whose source key is a map: stalled on it, not waiting; the rest is written",
+			spec: spec{data: m{"db": m{"user": "keycloak", "password": "<ref:" + pgPath + "#users>"}, "missing": "<hex:4>"}, managed: []string{"db.user"}},
+			path: ours(5, m{"db": m{"user": "keycloak"}}),
+			refs: map[string]*vaultkv.Secret{pgPath: pgSecret("pg-source")},
+			want: with(stop("db.password: <ref:"+pgPath+"#users> names users, which is a map on "+pgPath+", not a value: a reference copies one value; name one of its keys (<ref:"+pgPath+"#users.<key>>)"), 5,
+				[]Action{create("missing")}, nil, m{"db": m{"user": "keycloak"}, "missing": hex4}, "db.user", "missing"),
+		},
+		{
+			name: "a reference whose source key is an empty map: the same",
+			spec: spec{data: m{"db": m{"password": "<ref:" + pgPath + "#users>"}}},
+			path: &vaultkv.Secret{},
+			refs: map[string]*vaultkv.Secret{pgPath: {Exists: true, Version: 1, Data: m{"users": m{}}}},
+			want: with(stop("db.password: <ref:"+pgPath+"#users> names users, which is a map on "+pgPath+", not a value: a reference copies one value; name one of its keys (<ref:"+pgPath+"#users.<key>>)"), 0,
+				[]Action{actCreate}, md(ownerKey, testOwner), m{}),
+		},
+		{
 			name: "a reference whose copy exists waits for its source; the rest is maintained",
 			spec: spec{data: m{"db": m{"user": "keycloak", "password": "<ref:" + pgRef + ">"}, "missing": "<hex:4>"}, managed: []string{"db.password", "db.user"}},
 			path: ours(5, m{"db": m{"user": "keycloak", "password": "old-copy"}}),
 			want: with(Plan{Outcome: OutcomeWait, Reason: ohmlabv1alpha1.ReasonRefPending, Message: "waiting for " + pgRef + " (path missing)"}, 5,
 				[]Action{create("missing")}, nil, m{"db": m{"user": "keycloak", "password": "old-copy"}, "missing": hex4}, "db.password", "db.user", "missing"),
+		},
+	})
+}
+
+// TestPlanKeepsKeysThatFlattenHides: a key whose name has a dot (written
+// by another tool, or by `vault kv patch P a.b=x`) or an empty map is not in
+// the planner's flattened view of the path; a declared key that would
+// replace it, or stand at the dotted key path it spells, is held as a shape
+// conflict, and every write the plan makes carries it back as it was.
+func TestPlanKeepsKeysThatFlattenHides(t *testing.T) {
+	rnd8 := generated(t, 0, "<random:8>")
+	hex4 := generated(t, 0, "<hex:4>")
+	shape := func(key, conflict string) string {
+		return key + ": cannot be created without overwriting " + conflict + " on the path, which is kept (a value on the path is never overwritten): " +
+			"move or delete that key by hand, and the next resync creates " + key
+	}
+	stop := func(msg string, p Plan) Plan {
+		p.Outcome, p.Reason, p.Message = OutcomeStop, ohmlabv1alpha1.ReasonInvalidSpec, msg
+		return p
+	}
+	typed := m{"spring.datasource.password": "typed"}
+	runPlanCases(t, []planCase{
+		{
+			name: "declared leaf app where the path holds a map of dotted keys only: held, nothing written",
+			spec: spec{data: m{"app": "<random:8>"}},
+			path: ours(5, m{"app": typed}),
+			want: stop(shape("app", `app."spring.datasource.password"`), Plan{CAS: 5}),
+		},
+		{
+			name: "the same on a hand-made path: adopted, app held, the data left alone",
+			spec: spec{data: m{"app": "<random:8>"}, prune: true},
+			path: handMade(5, m{"app": typed}),
+			want: stop(shape("app", `app."spring.datasource.password"`), Plan{CAS: 5, Actions: []Action{actAdopt}, Mark: md(ownerKey, testOwner)}),
+		},
+		{
+			name: "a managed key pruned from under app: pruned, app held, the dotted key written back",
+			spec: spec{data: m{"app": "<random:8>"}, prune: true, managed: []string{"app.x"}},
+			path: ours(5, m{"app": m{"x": "written", "spring.datasource.password": "typed"}}),
+			want: stop(shape("app", `app."spring.datasource.password"`), Plan{CAS: 5, Actions: []Action{prune("app.x")}, Data: m{"app": typed}}),
+		},
+		{
+			name: "declared a.b where a dotted key at the top spells a.b: held",
+			spec: spec{data: m{"a": m{"b": "<random:8>"}, "c": "<hex:4>"}},
+			path: ours(5, m{"a.b": "typed"}),
+			want: stop(shape("a.b", `"a.b"`), Plan{CAS: 5, Actions: []Action{create("c")}, Data: m{"a.b": "typed", "c": hex4}, ManagedKeys: []string{"c"}}),
+		},
+		{
+			name: "declared leaf app where the map holds only an empty map: held",
+			spec: spec{data: m{"app": "<random:8>"}},
+			path: ours(5, m{"app": m{"x": m{}}}),
+			want: stop(shape("app", "app.x"), Plan{CAS: 5}),
+		},
+		{
+			name: "a copy and a hash of a key held by a conflict: stalled on that key alone, not waiting",
+			spec: spec{data: m{"pw": "<random:8>", "h": "<bcrypt:pw>", "c": "<ref:" + ownPath + "#pw>"}},
+			path: ours(5, m{"pw": m{"x.y": "typed"}}),
+			want: stop(shape("pw", `pw."x.y"`), Plan{CAS: 5}),
+		},
+		{
+			name: "every write carries the dotted keys back: create beside them, rotate, update a copy, prune",
+			spec: spec{data: m{"app": m{"pw": "<random:8>"}, "gen": "<hex:4>", "copy": "<ref:" + pgRef + ">"},
+				rotate: &templating.Rotate{Token: "t2", Keys: []string{"gen"}}, prune: true, managed: []string{"copy", "gen", "old"}},
+			path: ours(5, m{"app": typed, "gen": "g0", "copy": "stale", "old": "o", "a.b": "typed", "m": m{"c.d": "typed", "e": m{}}}, tokenKey, "t1"),
+			refs: map[string]*vaultkv.Secret{pgPath: pgSecret("pg-source")},
+			want: Plan{
+				Actions:     []Action{create("app.pw"), update("copy"), prune("old"), rotate("gen"), actRecordToken},
+				Data:        m{"app": m{"spring.datasource.password": "typed", "pw": rnd8}, "gen": hex4, "copy": "pg-source", "a.b": "typed", "m": m{"c.d": "typed", "e": m{}}},
+				CAS:         5,
+				RecordToken: "t2",
+				ManagedKeys: []string{"app.pw", "copy", "gen"},
+			},
 		},
 	})
 }
