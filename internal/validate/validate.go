@@ -27,7 +27,8 @@ const (
 	KeyData = "spec.data"
 	// KeyRotate: a rotate block that regenerates nothing (a warning).
 	KeyRotate = "spec.rotate"
-	// KeyToken: an empty rotation token.
+	// KeyToken: a rotation token that is empty, or that Vault would refuse
+	// in custom_metadata (templating.TokenProblem).
 	KeyToken = "spec.rotate.token"
 	// KeyName: a namespace/name given more than once, or no name.
 	KeyName = "metadata.name"
@@ -187,6 +188,8 @@ func fromTemplating(p templating.Problem) Problem {
 			}
 		case templating.ReasonInvalidRotation:
 			key = KeyToken
+			// "spec.rotate.token must be printable...", the CRD's words.
+			msg = strings.TrimPrefix(msg, KeyToken+" ")
 		case templating.ReasonDuplicateName:
 			key = KeyName
 		default: // DuplicatePath, RefCycle: the ring is one of paths
