@@ -174,15 +174,15 @@ const (
 
 // TokenProblem returns the messages of what Vault would refuse in token as a
 // custom_metadata value (its rule is unicode.IsPrint on every character,
-// and at most 512 bytes), nil when it accepts it. An empty token is
-// Analyse's own problem.
+// and at most 512 bytes), nil when it accepts it, sorted as the webhook
+// sorts them. An empty token is Analyse's own problem.
 func TokenProblem(token string) []string {
 	var out []string
-	if strings.IndexFunc(token, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
-		out = append(out, TokenPrintableMessage)
-	}
 	if len(token) > MaxTokenBytes {
 		out = append(out, TokenLengthMessage)
+	}
+	if strings.IndexFunc(token, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		out = append(out, TokenPrintableMessage)
 	}
 	return out
 }
