@@ -127,7 +127,9 @@ type Analysis struct {
 //     the object declares, references left out), which Vault refuses in one
 //     request and the controller would generate first; above
 //     MaxEntryBytes, a warning;
-//   - InvalidRotation: an empty rotate.token; rotate.keys naming a key that
+//   - InvalidRotation: an empty rotate.token, or one Vault refuses in
+//     custom_metadata ([TokenProblem], message "spec.rotate.token " + its
+//     message); rotate.keys naming a key that
 //     is not declared, a map, or a key that is not generated (plain, "",
 //     <ref:>, <bcrypt:>; for a public key, list its private key: the pair
 //     rotates together).
@@ -417,6 +419,9 @@ func (an *analyser) checkRotation(r *Rotate) {
 	a := &an.a
 	if r.Token == "" {
 		an.problem(ReasonInvalidRotation, "", "rotate.token is empty: rotation needs a token")
+	}
+	for _, msg := range TokenProblem(r.Token) {
+		an.problem(ReasonInvalidRotation, "", "spec.rotate.token "+msg)
 	}
 	if len(r.Keys) == 0 {
 		for _, k := range a.Keys {

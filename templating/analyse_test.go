@@ -232,6 +232,13 @@ func TestAnalyseProblems(t *testing.T) {
 
 		// Rotation.
 		{name: "rotation token empty", data: m{"a": "<uuid>"}, rotate: &Rotate{}, want: []Problem{rot("", "rotate.token is empty: rotation needs a token")}},
+		{name: "rotation token with a tab", data: m{"a": "<uuid>"}, rotate: &Rotate{Token: "2026\t11"}, want: []Problem{rot("", "spec.rotate.token "+TokenPrintableMessage)}},
+		{name: "rotation token with a newline", data: m{"a": "<uuid>"}, rotate: &Rotate{Token: "2026-11\n"}, want: []Problem{rot("", "spec.rotate.token "+TokenPrintableMessage)}},
+		{name: "rotation token with a zero-width space", data: m{"a": "<uuid>"}, rotate: &Rotate{Token: "a\u200bb"}, want: []Problem{rot("", "spec.rotate.token "+TokenPrintableMessage)}},
+		{name: "rotation token of 512 bytes", data: m{"a": "<uuid>"}, rotate: &Rotate{Token: strings.Repeat("é", 256)}},
+		{name: "rotation token of 513 bytes", data: m{"a": "<uuid>"}, rotate: &Rotate{Token: strings.Repeat("€", 171)}, want: []Problem{rot("", "spec.rotate.token "+TokenLengthMessage)}},
+		{name: "rotation token of 513 bytes with a newline", data: m{"a": "<uuid>"}, rotate: &Rotate{Token: strings.Repeat("x", 512) + "\n"}, want: []Problem{
+			rot("", "spec.rotate.token "+TokenLengthMessage), rot("", "spec.rotate.token "+TokenPrintableMessage)}},
 		{name: "rotation of a missing key", data: m{"a": "<uuid>"}, rotate: &Rotate{Token: "t", Keys: []string{"b"}}, want: []Problem{rot("b", `rotate.keys names "b", which data does not declare`)}},
 		{name: "rotation of an empty key name", data: m{"a": "<uuid>"}, rotate: &Rotate{Token: "t", Keys: []string{""}}, want: []Problem{rot("", `rotate.keys names "", which data does not declare`)}},
 		{name: "rotation of a map", data: m{"a": m{"b": "<uuid>"}}, rotate: &Rotate{Token: "t", Keys: []string{"a"}}, want: []Problem{rot("a", "rotate.keys names a, which is a map: list its generated keys")}},

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // Kind is the kind of a leaf of spec.data (product document, "Templates").
@@ -154,6 +155,36 @@ func ValidPath(p string) bool {
 
 func pathByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
+}
+
+// MaxTokenBytes is the most bytes of UTF-8 a rotation token may have: the
+// controller records it as a custom_metadata value of the path, which Vault
+// refuses over 512 bytes (vaultkv.MaxMetadataValueBytes). The CRD's rule on
+// spec.rotate.token says the same.
+const MaxTokenBytes = 512
+
+// TokenPrintableMessage and TokenLengthMessage are the messages of a
+// rotation token that [TokenProblem] refuses, in the CRD's rules on
+// spec.rotate.token too (webhooks.TestTokenSpellings checks that they
+// agree).
+const (
+	TokenPrintableMessage = "must be printable: letters, marks, digits, punctuation, symbols and the ASCII space only, no tab, newline, other space or invisible character (Vault refuses them in custom_metadata, where the token is recorded)"
+	TokenLengthMessage    = "must be at most 512 bytes of UTF-8 (Vault refuses a longer custom_metadata value, where the token is recorded)"
+)
+
+// TokenProblem returns the messages of what Vault would refuse in token as a
+// custom_metadata value (its rule is unicode.IsPrint on every character,
+// and at most 512 bytes), nil when it accepts it, sorted as the webhook
+// sorts them. An empty token is Analyse's own problem.
+func TokenProblem(token string) []string {
+	var out []string
+	if len(token) > MaxTokenBytes {
+		out = append(out, TokenLengthMessage)
+	}
+	if strings.IndexFunc(token, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		out = append(out, TokenPrintableMessage)
+	}
+	return out
 }
 
 // ParseLeaf parses one string leaf of spec.data (product document,

@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // Operation names, used in errors (Error.Op) and as the operation label of
@@ -131,10 +132,14 @@ func SplitPath(path string) (mount, rest string, err error) {
 	return mount, rest, nil
 }
 
-// ValidateMetadata checks custom_metadata against Vault's limits: at most
+// ValidateMetadata checks custom_metadata against Vault's rules (the KV v2
+// engine's validateCustomMetadata, which judges the request's
+// custom_metadata alone, not the path's merged result): at most
 // MaxMetadataKeys keys, each key 1 to MaxMetadataKeyBytes bytes, each value
-// 1 to MaxMetadataValueBytes bytes. The error names the first offending key
-// in sorted order, never a value.
+// 1 to MaxMetadataValueBytes bytes, and keys and values of printable
+// characters only (unicode.IsPrint: no tab, newline or other control,
+// format or non-ASCII space). The error names the first offending key in
+// sorted order, never a value.
 func ValidateMetadata(metadata map[string]string) error {
 	if n := len(metadata); n > MaxMetadataKeys {
 		return fmt.Errorf("custom_metadata has %d keys, Vault allows at most %d", n, MaxMetadataKeys)
@@ -155,7 +160,16 @@ func ValidateMetadata(metadata map[string]string) error {
 			return fmt.Errorf("custom_metadata value of key %q is empty, Vault requires at least 1 byte", k)
 		case len(v) > MaxMetadataValueBytes:
 			return fmt.Errorf("custom_metadata value of key %q is %d bytes, Vault allows at most %d", k, len(v), MaxMetadataValueBytes)
+		case !printable(k):
+			return fmt.Errorf("custom_metadata key %q has a character that is not printable, which Vault refuses", k)
+		case !printable(v):
+			return fmt.Errorf("custom_metadata value of key %q has a character that is not printable, which Vault refuses", k)
 		}
 	}
 	return nil
+}
+
+// printable is Vault's test of custom_metadata (strutil.Printable).
+func printable(s string) bool {
+	return strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) < 0
 }

@@ -57,6 +57,13 @@ func TestValidateMetadata(t *testing.T) {
 		{name: "long key", md: map[string]string{strings.Repeat("k", 129): "v"}, want: "is 129 bytes, Vault allows at most 128"},
 		{name: "empty value", md: map[string]string{"owner": ""}, want: `value of key "owner" is empty`},
 		{name: "long value", md: map[string]string{"a": "ok", "token": secretish}, want: `value of key "token" is 600 bytes, Vault allows at most 512`},
+		{name: "multi-byte value at the limit", md: map[string]string{"token": strings.Repeat("é", 256)}},
+		{name: "multi-byte value past the limit", md: map[string]string{"token": strings.Repeat("é", 256) + "s3cr3t"}, want: `value of key "token" is 518 bytes, Vault allows at most 512`},
+		{name: "tab in a value", md: map[string]string{"token": "s3cr3t\t1"}, want: `value of key "token" has a character that is not printable`},
+		{name: "newline in a value", md: map[string]string{"token": "s3cr3t\n"}, want: `value of key "token" has a character that is not printable`},
+		{name: "no-break space in a value", md: map[string]string{"token": "s3cr3t\u00a0x"}, want: `value of key "token" has a character that is not printable`},
+		{name: "tab in a key", md: map[string]string{"a\tb": "v"}, want: `key "a\tb" has a character that is not printable`},
+		{name: "ASCII space and symbols", md: map[string]string{"token": "2026-11-29 rotate 🔑"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

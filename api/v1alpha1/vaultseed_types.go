@@ -64,10 +64,22 @@ type VaultSeedSpec struct {
 
 // Rotation asks for the regeneration of generated keys, once per token.
 type Rotation struct {
+	// The rules and their messages are templating.TokenProblem's, which the
+	// webhook and `ohmlab validate` use (webhooks.TestTokenSpellings checks
+	// that they agree): the token is recorded as a custom_metadata value of
+	// the path, and Vault refuses a value with a character that is not
+	// printable (unicode.IsPrint) or over 512 bytes. They came after the
+	// first releases: an object stored with such a token never reconciled,
+	// and ratcheting keeps its other writes working (docs/upgrading.md).
+
 	// Token is compared with the token recorded on the path; when they
 	// differ the keys are regenerated once and the token is recorded.
+	// Printable characters only (no tab or newline), at most 256 characters
+	// and 512 bytes.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="self.matches(r'^[\\p{L}\\p{M}\\p{N}\\p{P}\\p{S} ]*$')",message="must be printable: letters, marks, digits, punctuation, symbols and the ASCII space only, no tab, newline, other space or invisible character (Vault refuses them in custom_metadata, where the token is recorded)"
+	// +kubebuilder:validation:XValidation:rule="bytes(self).size() <= 512",message="must be at most 512 bytes of UTF-8 (Vault refuses a longer custom_metadata value, where the token is recorded)"
 	Token string `json:"token"`
 
 	// Keys are dotted key paths (admin.password). Empty means every

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+	"github.com/ohmlab/ohmlab-controller/internal/crdschema"
 	"github.com/ohmlab/ohmlab-controller/internal/validate"
 	"github.com/ohmlab/ohmlab-controller/templating"
 )
@@ -40,6 +42,10 @@ type object struct {
 	// of the wrong type, no name, an unknown version); an object with such
 	// problems is reported with them alone and left out of the analysis.
 	Problems []validate.Problem
+	// Schema are what the API server's validation of the CRD's schema and
+	// rules refuses in the document (internal/crdschema), each on its field
+	// path; check reports those the other problems do not already name.
+	Schema []validate.Problem
 	// Warnings are what reading its document found legal but surprising:
 	// a key given twice, of which kubectl keeps only the last; an unquoted
 	// value that YAML 1.1 makes a boolean.
@@ -395,6 +401,8 @@ func decodeSeed(file string, line int, apiVersion string, j []byte) object {
 	if apiVersion != ohmlabv1alpha1.GroupVersion.String() {
 		o.Problems = append(o.Problems, validate.Problem{Reason: templating.ReasonInvalidSpec, Key: "apiVersion",
 			Message: fmt.Sprintf("%s is not a version this ohmlab knows: use %s", apiVersion, ohmlabv1alpha1.GroupVersion)})
+	} else {
+		o.Schema = schemaProblems(j)
 	}
 	if o.Seed.Name == "" {
 		o.Problems = append(o.Problems, validate.Problem{Reason: templating.ReasonInvalidSpec, Key: validate.KeyName,
@@ -437,6 +445,36 @@ func metadataProblems(m metav1.ObjectMeta) []validate.Problem {
 	for _, e := range apivalidation.ValidateObjectMeta(&m, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata")) {
 		out = append(out, validate.Problem{Reason: templating.ReasonInvalidSpec, Key: e.Field,
 			Message: e.ErrorBody() + ": kubectl apply refuses it"})
+	}
+	return out
+}
+
+// schemaProblems are the API server's refusals of the VaultSeed JSON j for
+// the CRD's schema and rules, as its Invalid status lists them: the field
+// path, and the message it gives. j decodes as the API server decodes it.
+func schemaProblems(j []byte) []validate.Problem {
+	var obj map[string]any
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(j, &obj); err != nil {
+		return nil // the decoding problems name it
+	}
+	errs, err := crdschema.Validate(context.Background(), ohmlabv1alpha1.GroupVersion.Version, obj)
+	if err != nil {
+		// The embedded CRD is the build's: a failure is a bug, said in full.
+		return []validate.Problem{{Reason: templating.ReasonInvalidSpec, Message: "cannot check the CRD's schema: " + err.Error()}}
+	}
+	out := make([]validate.Problem, 0, len(errs))
+	for _, e := range errs {
+		if e.Field == "" || e.Field == "<nil>" {
+			// The API server's note that it left the CEL rules unchecked
+			// after a blocking error: ohmlab validate checks what they
+			// check in the webhook's words all the same.
+			continue
+		}
+		reason := templating.ReasonInvalidSpec
+		if strings.HasPrefix(e.Field, "spec.rotate") {
+			reason = templating.ReasonInvalidRotation
+		}
+		out = append(out, validate.Problem{Reason: reason, Key: e.Field, Message: e.ErrorBody() + ": kubectl apply refuses it"})
 	}
 	return out
 }

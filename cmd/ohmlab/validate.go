@@ -99,7 +99,9 @@ func runValidate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 // check gives every object read its verdict, in input order: the problems
 // found reading it, or else the verdict of internal/validate on all the
-// readable objects together (the webhook's verdict on each of them).
+// readable objects together (the webhook's verdict on each of them); and
+// for each, what the API server refuses for the CRD's schema and rules
+// (internal/crdschema), on the fields the others leave unnamed.
 func check(objs []object) report {
 	rep := report{Objects: len(objs), Problems: []finding{}, Warnings: []finding{}}
 	var readable []int
@@ -117,11 +119,32 @@ func check(objs []object) report {
 	for i, o := range objs {
 		rep.Problems = append(rep.Problems, findings(o, o.Problems)...)
 		rep.Problems = append(rep.Problems, findings(o, verdicts[i].Problems)...)
+		rep.Problems = append(rep.Problems, findings(o, schemaOnly(o.Schema, o.Problems, verdicts[i].Problems))...)
 		rep.Warnings = append(rep.Warnings, findings(o, o.Warnings)...)
 		rep.Warnings = append(rep.Warnings, findings(o, verdicts[i].Warnings)...)
 	}
 	rep.Valid = len(rep.Problems) == 0
 	return rep
+}
+
+// schemaOnly returns the problems of the CRD's schema on fields that no
+// other problem names: where the webhook's verdict already refuses a field
+// (a bad spec.path, a token Vault refuses), the CRD's rule says the same in
+// the API server's words, and one refusal per field is enough.
+func schemaOnly(schema []validate.Problem, others ...[]validate.Problem) []validate.Problem {
+	named := map[string]bool{}
+	for _, ps := range others {
+		for _, p := range ps {
+			named[p.Key] = true
+		}
+	}
+	var out []validate.Problem
+	for _, p := range schema {
+		if !named[p.Key] {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func findings(o object, ps []validate.Problem) []finding {

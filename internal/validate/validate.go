@@ -29,7 +29,8 @@ const (
 	// KeyRotate: a rotate block that regenerates nothing, or every key
 	// pair (warnings).
 	KeyRotate = "spec.rotate"
-	// KeyToken: an empty rotation token.
+	// KeyToken: a rotation token that is empty, or that Vault would refuse
+	// in custom_metadata (templating.TokenProblem).
 	KeyToken = "spec.rotate.token"
 	// KeyName: a namespace/name given more than once, or no name.
 	KeyName = "metadata.name"
@@ -190,6 +191,8 @@ func fromTemplating(p templating.Problem) Problem {
 			}
 		case templating.ReasonInvalidRotation:
 			key = KeyToken
+			// "spec.rotate.token must be printable...", the CRD's words.
+			msg = strings.TrimPrefix(msg, KeyToken+" ")
 		case templating.ReasonDuplicateName:
 			key = KeyName
 		default: // DuplicatePath, RefCycle: the ring is one of paths

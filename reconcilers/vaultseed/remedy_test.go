@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+	"github.com/ohmlab/ohmlab-controller/templating"
 	"github.com/ohmlab/ohmlab-controller/vaultkv/fake"
 )
 
@@ -26,11 +27,15 @@ func TestStalledMessagesSayWhatToDo(t *testing.T) {
 	}
 	rotation := seed("rotation", `{"password":"<random:8>"}`)
 	rotation.Spec.Rotate = &ohmlabv1alpha1.Rotation{Token: "t1", Keys: []string{"nope"}}
+	// Stored before the CRD refused it: Vault refuses it in custom_metadata.
+	tab := seed("tab", `{"password":"<random:8>"}`)
+	tab.Spec.Rotate = &ohmlabv1alpha1.Rotation{Token: "2026-11-29\n"}
 	deleting := seed("deleting", `{"a":"<random:8>"}`)
 	deleting.Spec.DeletionPolicy = ohmlabv1alpha1.DeletionPolicyDelete
 	objs := []*ohmlabv1alpha1.VaultSeed{
 		seed("dotted", `{"ok":"x","a.b":"<random:8>"}`),
 		rotation,
+		tab,
 		seed("ring-a", `{"x":"<ref:ohmlab/p/ring-b#y>"}`),
 		seed("ring-b", `{"y":"<ref:ohmlab/p/ring-a#x>"}`),
 		deleting,
@@ -53,6 +58,8 @@ func TestStalledMessagesSayWhatToDo(t *testing.T) {
 		"dotted": {ohmlabv1alpha1.ReasonInvalidSpec, `a.b: key name "a.b" contains a dot: nest maps instead; ` +
 			"fix the object's spec and apply it (ohmlab validate finds this before merge); until then nothing is written to the path"},
 		"rotation": {ohmlabv1alpha1.ReasonInvalidRotation, `nope: rotate.keys names "nope", which data does not declare; ` +
+			"fix the object's spec and apply it (ohmlab validate finds this before merge); until then nothing is written to the path"},
+		"tab": {ohmlabv1alpha1.ReasonInvalidRotation, "spec.rotate.token " + templating.TokenPrintableMessage + "; " +
 			"fix the object's spec and apply it (ohmlab validate finds this before merge); until then nothing is written to the path"},
 		"ring-a": {ohmlabv1alpha1.ReasonRefCycle, "reference cycle: ohmlab/p/ring-a -> ohmlab/p/ring-b -> ohmlab/p/ring-a; " +
 			"change or remove a <ref:> of one of these objects to break it; until then nothing is written to these paths"},
