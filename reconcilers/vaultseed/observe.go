@@ -66,7 +66,7 @@ func observePlan(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, in planInp
 		return planned{}, err
 	}
 	if ring != "" {
-		return stop(stalledResult(ohmlabv1alpha1.ReasonRefCycle, ring+"; change or remove a <ref:> of one of these objects to break it; until then nothing is written to these paths"))
+		return stop(stalledResult(ohmlabv1alpha1.ReasonRefCycle, textMessage(ring+"; change or remove a <ref:> of one of these objects to break it; until then nothing is written to these paths")))
 	}
 	if res, refused := deleteRefused(seed, in.allowDelete); refused {
 		return stop(res)
