@@ -12,6 +12,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
@@ -57,15 +58,17 @@ func TestManyPendingReferencesAreReportedCapped(t *testing.T) {
 
 	obj := f.waitReason("app", ohmlabv1alpha1.ReasonRefPending, 30*time.Second)
 	first := "waiting for " + sources[0] + "#password (path missing), "
-	for _, typ := range []string{ohmlabv1alpha1.ConditionReady, ohmlabv1alpha1.ConditionReconciling} {
+	for typ, status := range map[string]metav1.ConditionStatus{ohmlabv1alpha1.ConditionReady: metav1.ConditionFalse, ohmlabv1alpha1.ConditionReconciling: metav1.ConditionTrue} {
 		c := condition(obj, typ)
 		g.Expect(c).NotTo(BeNil(), typ)
+		g.Expect(c.Status).To(Equal(status), typ)
 		g.Expect(len(c.Message)).To(BeNumerically("<=", maxConditionMessage), typ)
 		g.Expect(c.Message).To(HavePrefix(first), typ)
 		g.Expect(c.Message).To(MatchRegexp(andMore.String()), typ)
 		shown := strings.Count(c.Message, "#password (path missing)")
 		left, _ := strconv.Atoi(andMore.FindStringSubmatch(c.Message)[1])
 		g.Expect(shown+left).To(Equal(refs), "%s lists %d references and says %d more", typ, shown, left)
+		t.Logf("%s: %d bytes, %d references listed, ending %q", typ, len(c.Message), shown, c.Message[len(c.Message)-40:])
 	}
 
 	var notes []string
@@ -76,6 +79,7 @@ func TestManyPendingReferencesAreReportedCapped(t *testing.T) {
 	g.Expect(len(notes[0])).To(BeNumerically("<=", maxEventNote))
 	g.Expect(notes[0]).To(HavePrefix(first))
 	g.Expect(notes[0]).To(MatchRegexp(andMore.String()))
+	t.Logf("the event's note: %d bytes, ending %q", len(notes[0]), notes[0][len(notes[0])-40:])
 	g.Expect(pathMissing(t, f.path("app"))).To(BeTrue(), "a RefPending object writes nothing")
 }
 
@@ -115,4 +119,5 @@ func TestManyStalledHashesAreReportedCapped(t *testing.T) {
 	shown := strings.Count(note, "cannot be computed while")
 	left, _ := strconv.Atoi(andMore.FindStringSubmatch(note)[1])
 	g.Expect(shown+left).To(Equal(hashes), "the note lists %d keys and says %d more", shown, left)
+	t.Logf("Stalled: %d bytes; the event's note: %d bytes, %d keys listed, ending %q", len(stalled.Message), len(note), shown, note[len(note)-40:])
 }
