@@ -246,15 +246,15 @@ func (c *Client) read(ctx context.Context, path string, version int) (*Secret, e
 	}
 	return c.get(ctx, path, func(ctx context.Context) (*vaultapi.Response, error) {
 		return c.api.Logical().ReadRawWithDataWithContext(ctx, mount+"/data/"+rest, query)
-	}, parseRead)
+	}, parseRead, ClassOf)
 }
 
 // get sends one read request and decodes its body with parse, which is
 // told whether Vault answered 404 (a body parse finds nothing in is the
-// request's error).
-func (c *Client) get(ctx context.Context, path string, send func(context.Context) (*vaultapi.Response, error), parse func(io.Reader, bool) (*Secret, error)) (*Secret, error) {
+// request's error). code names its outcome in the metrics.
+func (c *Client) get(ctx context.Context, path string, send func(context.Context) (*vaultapi.Response, error), parse func(io.Reader, bool) (*Secret, error), code func(error) string) (*Secret, error) {
 	var s *Secret
-	err := c.do(ctx, OpRead, path, func(ctx context.Context) error {
+	err := c.doAs(ctx, OpRead, path, code, func(ctx context.Context) error {
 		return c.request(ctx, OpRead, path, func(ctx context.Context) error {
 			resp, err := send(ctx)
 			if resp != nil {
@@ -287,7 +287,9 @@ func (c *Client) get(ctx context.Context, path string, send func(context.Context
 // A token whose policy does not grant read on the metadata (a policy older
 // than the chart's vault/policy.hcl) gets 403 there: the path is then read
 // as Read does, without NoMetadata, so that the marker is merged, never
-// replacing anyone's custom_metadata.
+// replacing anyone's custom_metadata. That 403 is counted as
+// metadata_refused, not forbidden: nothing fails, and the data read that
+// follows counts a real refusal.
 func (c *Client) ReadNew(ctx context.Context, path string) (*Secret, error) {
 	mount, rest, err := SplitPath(path)
 	if err != nil {
@@ -295,7 +297,7 @@ func (c *Client) ReadNew(ctx context.Context, path string) (*Secret, error) {
 	}
 	s, err := c.get(ctx, path, func(ctx context.Context) (*vaultapi.Response, error) {
 		return c.api.Logical().ReadRawWithContext(ctx, mount+"/metadata/"+rest)
-	}, parseMetadata)
+	}, parseMetadata, metadataReadCode)
 	switch {
 	case errors.Is(err, ErrForbidden):
 		return c.read(ctx, path, 0)
@@ -520,10 +522,21 @@ func (c *Client) Delete(ctx context.Context, path string) error {
 	})
 }
 
+// metadataReadCode is the metrics code of ReadNew's metadata read: its own
+// refusal is the fallback of a policy without read on metadata
+// (codeMetadataRefused); a refused login stays forbidden.
+func metadataReadCode(err error) string {
+	var e *Error
+	if errors.As(err, &e) && e.Class == ClassForbidden && e.Op == OpRead {
+		return codeMetadataRefused
+	}
+	return ClassOf(err)
+}
+
 // refuse reports a call refused before sending, as ClassInvalid.
 func (c *Client) refuse(op, path string, err error) error {
 	e := &Error{Op: op, Path: path, Class: ClassInvalid, Reason: err.Error()}
-	c.metrics.observe(c.target, op, e, 0)
+	c.metrics.observe(c.target, op, ClassOf(e), 0)
 	return e
 }
 
@@ -531,9 +544,14 @@ func (c *Client) refuse(op, path string, err error) error {
 // after a 403 "invalid token" logs in again and runs send once more. It
 // records the outcome in the metrics.
 func (c *Client) do(ctx context.Context, op, path string, send func(context.Context) error) error {
+	return c.doAs(ctx, op, path, ClassOf, send)
+}
+
+// doAs is do, with code naming the outcome in the metrics.
+func (c *Client) doAs(ctx context.Context, op, path string, code func(error) string, send func(context.Context) error) error {
 	start := time.Now()
 	err := c.withToken(ctx, op, path, send)
-	c.metrics.observe(c.target, op, err, time.Since(start))
+	c.metrics.observe(c.target, op, code(err), time.Since(start))
 	return err
 }
 
@@ -626,7 +644,7 @@ func (c *Client) obtain(ctx context.Context, why string) error {
 	loginPath := "auth/" + c.auth.Mount + "/login"
 	start, sent := time.Now(), c.now()
 	tok, ttl, err := c.login(ctx, loginPath)
-	c.metrics.observe(c.target, OpLogin, err, time.Since(start))
+	c.metrics.observe(c.target, OpLogin, ClassOf(err), time.Since(start))
 	if err != nil {
 		return err
 	}

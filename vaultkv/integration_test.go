@@ -437,6 +437,67 @@ func TestIntegrationReadNew(t *testing.T) {
 	}
 }
 
+// TestIntegrationOlderPolicyMetadataReadIsNotForbidden: ReadNew under a
+// policy without read on metadata (older than the chart's) counts its
+// refused metadata read as metadata_refused and its data read as ok: the
+// fallback is harmless, and OhmlabBackendForbidden, which counts code
+// forbidden, stays silent. A path the policy does not cover at all is still
+// counted forbidden, by its data read.
+func TestIntegrationOlderPolicyMetadataReadIsNotForbidden(t *testing.T) {
+	ctx := context.Background()
+	v := harness.VaultForTest(t)
+	r := record(t)
+	if err := v.Client.Sys().PutPolicy("older", `path "ohmlab/data/platforms/+/+/*" { capabilities = ["create", "read", "update", "patch"] }`); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := v.Client.Auth().Token().Create(&vaultapi.TokenCreateRequest{Policies: []string{"older"}, TTL: "10m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const header = `
+# HELP ohmlab_backend_requests_total Requests to a backend by operation and outcome class (ok, not_found, cas_mismatch, forbidden, unavailable, invalid; metadata_refused: a new path's metadata read refused by an older policy, then read as before).
+# TYPE ohmlab_backend_requests_total counter
+`
+	tests := []struct {
+		name, path string
+		wantErr    error
+		want       string
+	}{
+		{
+			name: "a new path the policy covers",
+			path: "ohmlab/platforms/core/older/fresh",
+			want: `ohmlab_backend_requests_total{code="metadata_refused",operation="read",target="vault"} 1
+ohmlab_backend_requests_total{code="ok",operation="read",target="vault"} 1
+`,
+		},
+		{
+			name:    "a path outside the policy",
+			path:    "ohmlab/elsewhere/older/fresh",
+			wantErr: vaultkv.ErrForbidden,
+			want: `ohmlab_backend_requests_total{code="forbidden",operation="read",target="vault"} 1
+ohmlab_backend_requests_total{code="metadata_refused",operation="read",target="vault"} 1
+`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			c := newClient(t, r, vaultkv.Config{Address: v.Addr, Metrics: vaultkv.NewMetrics(reg),
+				Auth: vaultkv.AuthConfig{Method: vaultkv.MethodToken, Token: tok.Auth.ClientToken}})
+			s, err := c.ReadNew(ctx, tt.path)
+			switch {
+			case tt.wantErr != nil && !errors.Is(r.err(err), tt.wantErr):
+				t.Fatalf("ReadNew = %v, want %v", err, tt.wantErr)
+			case tt.wantErr == nil && (err != nil || s.Exists || s.NoMetadata):
+				t.Fatalf("ReadNew = %+v, %v; want absent, metadata unknown", s, r.err(err))
+			}
+			if err := testutil.GatherAndCompare(reg, strings.NewReader(header+tt.want), "ohmlab_backend_requests_total"); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
 func TestIntegrationDeletedLatestVersion(t *testing.T) {
 	ctx := context.Background()
 	v := harness.VaultForTest(t)
@@ -778,7 +839,7 @@ func TestIntegrationLoginRefusals(t *testing.T) {
 			}
 			t.Logf("%s: %v", tt.name, err)
 			want := `
-# HELP ohmlab_backend_requests_total Requests to a backend by operation and outcome class (ok, not_found, cas_mismatch, forbidden, unavailable, invalid).
+# HELP ohmlab_backend_requests_total Requests to a backend by operation and outcome class (ok, not_found, cas_mismatch, forbidden, unavailable, invalid; metadata_refused: a new path's metadata read refused by an older policy, then read as before).
 # TYPE ohmlab_backend_requests_total counter
 ohmlab_backend_requests_total{code="forbidden",operation="login",target="vault"} 1
 ohmlab_backend_requests_total{code="forbidden",operation="read",target="vault"} 1

@@ -34,8 +34,9 @@ const (
 	// ReasonInvalidRotation: Stalled=True (and Ready=False). rotate.keys
 	// names a key that does not exist or is not generated.
 	ReasonInvalidRotation = "InvalidRotation"
-	// ReasonOwnedByAnother: Ready=False. The path's owner marker names
-	// another object; nothing is written.
+	// ReasonOwnedByAnother: Stalled=True (and Ready=False). The path's owner
+	// marker names another object; nothing is written. Only a person can
+	// hand the path over, so it is checked again at every resync.
 	ReasonOwnedByAnother = "OwnedByAnother"
 	// ReasonForbidden: Ready=False with Reconciling=True when Vault refused
 	// (login, policy); Stalled=True when a Delete was asked without being
@@ -58,8 +59,9 @@ const (
 	// ReasonObserveOnly: Ready=False with Drifted=True. Observe-only mode
 	// would change the path.
 	ReasonObserveOnly = "ObserveOnly"
-	// ReasonProgressing: Reconciling=True while a reconcile of a new
-	// generation has not finished yet.
+	// ReasonProgressing: Ready=False with Reconciling=True. The path changed
+	// during each check-and-set attempt of a reconcile (someone else writes
+	// it in a loop); retried with backoff.
 	ReasonProgressing = "Progressing"
 	// ReasonInSync: Drifted=False in observe-only mode when a real run would
 	// change nothing.

@@ -302,7 +302,7 @@ func (r *Reconciler) landed(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed,
 	if !reported {
 		p := w.plan(path.CustomMetadata[ohmlabv1alpha1.RotationTokenMetadataKey] == w.Token)
 		r.Metrics.wrote(r.Target, seed.Namespace, seed.Name)
-		r.Recorder.Eventf(seed, nil, corev1.EventTypeNormal, eventReason(p), "Write", "%s (KV version %d)", p.Summary(), w.Version)
+		r.event(seed, corev1.EventTypeNormal, eventReason(p), "Write", writeNote(p, w.Version))
 		log.Info("an unreported write had landed", "changes", p.Summary())
 		r.notifyDependents(ctx, seed.Spec.Path)
 	}

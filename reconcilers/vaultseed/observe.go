@@ -66,7 +66,7 @@ func observePlan(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, in planInp
 		return planned{}, err
 	}
 	if ring != "" {
-		return stop(stalledResult(ohmlabv1alpha1.ReasonRefCycle, ring+"; change or remove a <ref:> of one of these objects to break it; until then nothing is written to these paths"))
+		return stop(stalledResult(ohmlabv1alpha1.ReasonRefCycle, textMessage(ring+"; change or remove a <ref:> of one of these objects to break it; until then nothing is written to these paths")))
 	}
 	if res, refused := deleteRefused(seed, in.allowDelete); refused {
 		return stop(res)
@@ -80,7 +80,7 @@ func observePlan(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, in planInp
 		return planned{}, readError{err}
 	}
 	if staleCopy(seed, observed.Path) {
-		return stop(waitingResult(ohmlabv1alpha1.ReasonProgressing, "a newer generation of the object has written the path; waiting for it to reach this process"))
+		return stop(waitingResult(ohmlabv1alpha1.ReasonProgressing, textMessage("a newer generation of the object has written the path; waiting for it to reach this process")))
 	}
 	if in.landed != nil {
 		if w := in.landed(observed.Path); w != nil {

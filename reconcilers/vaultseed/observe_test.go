@@ -44,7 +44,7 @@ func TestObserveOnlyOutcomeConditions(t *testing.T) {
 		},
 		{
 			name: "waits and writes nothing: unknown",
-			plan: Plan{CAS: 3, Outcome: OutcomeWait, Reason: ohmlabv1alpha1.ReasonRefPending, Message: wait},
+			plan: Plan{CAS: 3, Outcome: OutcomeWait, Reason: ohmlabv1alpha1.ReasonRefPending, Message: textMessage(wait)},
 			want: []cond{
 				{"Ready", "False", "RefPending", wait},
 				{"Reconciling", "True", "RefPending", wait},
@@ -53,7 +53,7 @@ func TestObserveOnlyOutcomeConditions(t *testing.T) {
 		},
 		{
 			name: "waits on one key and writes another: drifted, Reconciling as a real run",
-			plan: Plan{CAS: 3, Outcome: OutcomeWait, Reason: ohmlabv1alpha1.ReasonRefPending, Message: wait,
+			plan: Plan{CAS: 3, Outcome: OutcomeWait, Reason: ohmlabv1alpha1.ReasonRefPending, Message: textMessage(wait),
 				Actions: []Action{{ActionCreateField, "b"}}},
 			want: []cond{
 				{"Ready", "False", "RefPending", wait},
@@ -64,7 +64,7 @@ func TestObserveOnlyOutcomeConditions(t *testing.T) {
 		},
 		{
 			name: "stalls on one key and creates the path: drifted, Stalled as a real run",
-			plan: Plan{Outcome: OutcomeStop, Reason: ohmlabv1alpha1.ReasonInvalidSpec, Message: stall,
+			plan: Plan{Outcome: OutcomeStop, Reason: ohmlabv1alpha1.ReasonInvalidSpec, Message: textMessage(stall),
 				Actions: []Action{{ActionCreate, ""}, {ActionCreateField, "p"}}},
 			want: []cond{
 				{"Ready", "False", "InvalidSpec", stall},

@@ -111,7 +111,8 @@ type Plan struct {
 	Outcome Outcome
 	// Reason and Message explain OutcomeWait and OutcomeStop; Message names
 	// keys and paths, never values.
-	Reason, Message string
+	Reason  string
+	Message Message
 	// Actions are the planned changes, in actionOrder then key order.
 	Actions []Action
 	// Mark is the custom_metadata to merge before the data write (the owner
@@ -164,7 +165,10 @@ const maxKeysInSummary = 10
 // Summary sums the changes by action and names the keys behind them, for
 // example "1 adopt, 1 update-field (keycloak.clientSecret)". It never holds
 // a value (product document, "Conditions": Drifted).
-func (p Plan) Summary() string {
+func (p Plan) Summary() string { return p.summary().String() }
+
+// summary is Summary as a Message listing one item per action.
+func (p Plan) summary() Message {
 	keys := map[string][]string{}
 	counts := p.Counts()
 	for _, a := range p.Actions {
@@ -189,7 +193,7 @@ func (p Plan) Summary() string {
 		}
 		parts = append(parts, part)
 	}
-	return strings.Join(parts, ", ")
+	return listMessage("", parts, ", ", "")
 }
 
 // plan decides what one reconcile does to a path (product document, "What
@@ -321,13 +325,15 @@ func plan(d Desired, o Observed, g templating.Generator) (Plan, error) {
 	slices.Sort(waiting)
 	waiting = slices.Compact(waiting)
 	if copyMissing {
-		return hold(d, path, OutcomeWait, ohmlabv1alpha1.ReasonRefPending, "waiting for "+strings.Join(waiting, ", ")), nil
+		held := hold(d, path, OutcomeWait, ohmlabv1alpha1.ReasonRefPending, "")
+		held.Message = waitingMessage(waiting)
+		return held, nil
 	}
 	switch {
 	case len(stalled) > 0:
-		p.Outcome, p.Reason, p.Message = OutcomeStop, ohmlabv1alpha1.ReasonInvalidSpec, strings.Join(stalled, "; ")
+		p.Outcome, p.Reason, p.Message = OutcomeStop, ohmlabv1alpha1.ReasonInvalidSpec, listMessage("", stalled, "; ", "")
 	case len(waiting) > 0:
-		p.Outcome, p.Reason, p.Message = OutcomeWait, ohmlabv1alpha1.ReasonRefPending, "waiting for "+strings.Join(waiting, ", ")
+		p.Outcome, p.Reason, p.Message = OutcomeWait, ohmlabv1alpha1.ReasonRefPending, waitingMessage(waiting)
 	}
 
 	tree := cloneTree(path.Data)
@@ -368,7 +374,13 @@ func lacksPendingCopy(pending map[string]string, current map[string]any) bool {
 // Its Base is left zero: a plan that stops before it looks at the path's
 // values tells nothing of its records.
 func hold(d Desired, path *vaultkv.Secret, o Outcome, reason, message string) Plan {
-	return Plan{Outcome: o, Reason: reason, Message: message, CAS: path.Version, ManagedKeys: d.ManagedKeys}
+	return Plan{Outcome: o, Reason: reason, Message: textMessage(message), CAS: path.Version, ManagedKeys: d.ManagedKeys}
+}
+
+// waitingMessage is RefPending's message: the references waited for,
+// "mount/path#key (why)", sorted.
+func waitingMessage(waiting []string) Message {
+	return listMessage("waiting for ", waiting, ", ", "")
 }
 
 // ownedByAnotherMessage names the owner and the command that hands the path

@@ -922,7 +922,7 @@ func TestPlanRefPending(t *testing.T) {
 			}
 			// The copy is missing on the path: nothing is written and the
 			// managed keys stay as they are, on a path this object owns.
-			want := Plan{Outcome: OutcomeWait, Reason: ohmlabv1alpha1.ReasonRefPending, Message: tc.want, CAS: tc.path.Version, ManagedKeys: ownedOnly(tc.path, s.managed)}
+			want := Plan{Outcome: OutcomeWait, Reason: ohmlabv1alpha1.ReasonRefPending, Message: textMessage(tc.want), CAS: tc.path.Version, ManagedKeys: ownedOnly(tc.path, s.managed)}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("plan (-want +got):\n%s", diff)
 			}
@@ -961,7 +961,7 @@ func TestPlanWaitingForACopyHashesNothing(t *testing.T) {
 			if err != nil {
 				t.Fatalf("plan: %v", err)
 			}
-			want := Plan{Outcome: OutcomeWait, Reason: ohmlabv1alpha1.ReasonRefPending, Message: "waiting for " + pgRef + " (path missing)", CAS: tc.path.Version}
+			want := Plan{Outcome: OutcomeWait, Reason: ohmlabv1alpha1.ReasonRefPending, Message: textMessage("waiting for " + pgRef + " (path missing)"), CAS: tc.path.Version}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("plan (-want +got):\n%s", diff)
 			}
@@ -1032,7 +1032,7 @@ func TestPlanStop(t *testing.T) {
 			if err != nil {
 				t.Fatalf("plan: %v", err)
 			}
-			want := Plan{Outcome: OutcomeStop, Reason: tc.reason, Message: tc.want, CAS: tc.path.Version, ManagedKeys: ownedOnly(tc.path, s.managed)}
+			want := Plan{Outcome: OutcomeStop, Reason: tc.reason, Message: textMessage(tc.want), CAS: tc.path.Version, ManagedKeys: ownedOnly(tc.path, s.managed)}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("plan (-want +got):\n%s", diff)
 			}
@@ -1049,7 +1049,7 @@ func TestPlanHoldsBackOnlyKeysThatCannotBeComputed(t *testing.T) {
 	badAge := "AGE-SECRET-KEY-NOT-REALLY"
 	hex4 := generated(t, 0, "<hex:4>")
 	stop := func(msg string) Plan {
-		return Plan{Outcome: OutcomeStop, Reason: ohmlabv1alpha1.ReasonInvalidSpec, Message: msg}
+		return Plan{Outcome: OutcomeStop, Reason: ohmlabv1alpha1.ReasonInvalidSpec, Message: textMessage(msg)}
 	}
 	with := func(p Plan, cas int, actions []Action, mark map[string]string, data m, managed ...string) Plan {
 		p.CAS, p.Actions, p.Mark, p.Data, p.ManagedKeys = cas, actions, mark, data, managed
@@ -1130,7 +1130,7 @@ func TestPlanHoldsBackOnlyKeysThatCannotBeComputed(t *testing.T) {
 			name: "a reference whose copy exists waits for its source; the rest is maintained",
 			spec: spec{data: m{"db": m{"user": "keycloak", "password": "<ref:" + pgRef + ">"}, "missing": "<hex:4>"}, managed: []string{"db.password", "db.user"}},
 			path: ours(5, m{"db": m{"user": "keycloak", "password": "old-copy"}}),
-			want: with(Plan{Outcome: OutcomeWait, Reason: ohmlabv1alpha1.ReasonRefPending, Message: "waiting for " + pgRef + " (path missing)"}, 5,
+			want: with(Plan{Outcome: OutcomeWait, Reason: ohmlabv1alpha1.ReasonRefPending, Message: textMessage("waiting for " + pgRef + " (path missing)")}, 5,
 				[]Action{create("missing")}, nil, m{"db": m{"user": "keycloak", "password": "old-copy"}, "missing": hex4}, "db.password", "db.user", "missing"),
 		},
 	})
@@ -1149,7 +1149,7 @@ func TestPlanKeepsKeysThatFlattenHides(t *testing.T) {
 			"move or delete that key by hand, and the next resync creates " + key
 	}
 	stop := func(msg string, p Plan) Plan {
-		p.Outcome, p.Reason, p.Message = OutcomeStop, ohmlabv1alpha1.ReasonInvalidSpec, msg
+		p.Outcome, p.Reason, p.Message = OutcomeStop, ohmlabv1alpha1.ReasonInvalidSpec, textMessage(msg)
 		return p
 	}
 	typed := m{"spring.datasource.password": "typed"}
@@ -1338,7 +1338,7 @@ func TestKeptMessage(t *testing.T) {
 		{Key: "d", Why: keptUnknownVersion},
 	})
 	want := "changed since the controller wrote it: a, c; cannot tell: version 3 is no longer kept: b; cannot tell: recorded by an earlier release without its version: d"
-	if diff := cmp.Diff(want, got); diff != "" {
+	if diff := cmp.Diff(want, got.String()); diff != "" {
 		t.Errorf("keptMessage (-want +got):\n%s", diff)
 	}
 }
@@ -1492,7 +1492,7 @@ func TestPlanNoValueInMessageOrSummary(t *testing.T) {
 			if len(secrets) == 0 {
 				t.Fatal("scenario holds no value to look for")
 			}
-			for _, text := range []string{got.Message, got.Summary(), fmt.Sprint(got.Actions), strings.Join(got.ManagedKeys, ",")} {
+			for _, text := range []string{got.Message.String(), got.Summary(), fmt.Sprint(got.Actions), strings.Join(got.ManagedKeys, ",")} {
 				for _, s := range secrets {
 					if strings.HasPrefix(s, "<") { // a template is no value
 						continue

@@ -149,7 +149,7 @@ func previewOf(seed *ohmlabv1alpha1.VaultSeed, out outcome, after []string) Prev
 	out.apply(&st, seed.Generation, true)
 	pv := Preview{Namespace: seed.Namespace, Name: seed.Name, Path: seed.Spec.Path, Stalled: out.stalled, Waits: out.reconciling, After: after}
 	if out.stalled || out.reconciling {
-		pv.Reason, pv.Message = out.reason, out.message
+		pv.Reason, pv.Message = out.reason, out.message.capped(maxConditionMessage)
 	}
 	if c := meta.FindStatusCondition(st.Conditions, ohmlabv1alpha1.ConditionDrifted); c != nil {
 		pv.Drifted = *c

@@ -5,7 +5,6 @@ import (
 	"maps"
 	"reflect"
 	"slices"
-	"strings"
 	"time"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
@@ -44,8 +43,9 @@ func keptVersionGone(version int) string {
 
 // keptMessage groups kept keys by why, for the Kept event: "changed since
 // the controller wrote it: a, b; cannot tell: version 3 is no longer kept:
-// c". It names keys, never values.
-func keptMessage(kept []Kept) string {
+// c". It names keys, never values; each key is an item, so a capped
+// message leaves out keys.
+func keptMessage(kept []Kept) Message {
 	byWhy := map[string][]string{}
 	var whys []string
 	for _, k := range kept {
@@ -54,11 +54,20 @@ func keptMessage(kept []Kept) string {
 		}
 		byWhy[k.Why] = append(byWhy[k.Why], k.Key)
 	}
-	parts := make([]string, len(whys))
+	var m Message
 	for i, why := range whys {
-		parts[i] = why + ": " + strings.Join(byWhy[why], ", ")
+		for j, key := range byWhy[why] {
+			it := listItem{sep: ", ", text: key}
+			if j == 0 {
+				it = listItem{sep: "; ", text: why + ": " + key}
+			}
+			if i == 0 && j == 0 {
+				it.sep = ""
+			}
+			m.items = append(m.items, it)
+		}
 	}
-	return strings.Join(parts, "; ")
+	return m
 }
 
 // createdTime is a version's created_time as status.managedKeys records

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -331,7 +330,7 @@ func (r *Reconciler) sync(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed) (
 		return out, nil
 	}
 	return outcome{result: waitingResult(ohmlabv1alpha1.ReasonProgressing,
-		fmt.Sprintf("the path changed during each of %d attempts; retrying", maxCASAttempts)), backoff: true}, nil
+		textMessage(fmt.Sprintf("the path changed during each of %d attempts; retrying", maxCASAttempts))), backoff: true}, nil
 }
 
 // planResult is the result of a plan applied without error.
@@ -370,21 +369,21 @@ func observeOnlyOutcome(p Plan, version int) outcome {
 		return outcome{result: res, plan: &p, version: version}
 	}
 	yes := true
-	summary := p.Summary()
-	return outcome{result: result{reason: ohmlabv1alpha1.ReasonObserveOnly, message: "observe-only: a real run would make " + summary,
+	summary := p.summary()
+	return outcome{result: result{reason: ohmlabv1alpha1.ReasonObserveOnly, message: summary.withHead("observe-only: a real run would make "),
 		drifted: &yes, driftMessage: summary, finished: true}, plan: &p, version: version}
 }
 
 // heldSummary is the Drifted message of a plan that writes some keys and
 // holds the others back: the summary, then the wait or the stall, for
 // example "1 create-field (b); the rest waits: RefPending: waiting for
-// ohmlab/x#k (path missing)".
-func heldSummary(p Plan) string {
+// ohmlab/x#k (path missing)". It lists what the wait or the stall lists.
+func heldSummary(p Plan) Message {
 	rest := "the rest waits"
 	if p.Outcome == OutcomeStop {
 		rest = "the rest stalls"
 	}
-	return fmt.Sprintf("%s; %s: %s: %s", p.Summary(), rest, p.Reason, p.Message)
+	return p.Message.withHead(fmt.Sprintf("%s; %s: %s: ", p.Summary(), rest, p.Reason))
 }
 
 // KVReader is the part of vaultkv.KV that observing needs: reads only
@@ -414,10 +413,10 @@ func deleteRefused(seed *ohmlabv1alpha1.VaultSeed, allowDelete bool) (result, bo
 	if seed.Spec.DeletionPolicy != ohmlabv1alpha1.DeletionPolicyDelete || allowDelete {
 		return result{}, false
 	}
-	return stalledResult(ohmlabv1alpha1.ReasonForbidden,
+	return stalledResult(ohmlabv1alpha1.ReasonForbidden, textMessage(
 		"deletionPolicy Delete is not allowed: the controller's chart must set targets.vault.allowDelete: true "+
 			"(and vault-operator ohmlab.controller.allowDelete: true, which grants the delete in Vault), or set deletionPolicy: Retain; "+
-			"until then nothing is written to the path and the object has no finalizer"), true
+			"until then nothing is written to the path and the object has no finalizer")), true
 }
 
 // observeVault reads the path and every path it references, one request each,
@@ -507,7 +506,7 @@ func backendOutcome(err error) outcome {
 	case errors.Is(err, vaultkv.ErrUnavailable):
 		reason = ohmlabv1alpha1.ReasonBackendUnavailable
 	}
-	return outcome{result: waitingResult(reason, err.Error()), backoff: true, timedOut: vaultkv.IsTimeout(err)}
+	return outcome{result: waitingResult(reason, textMessage(err.Error())), backoff: true, timedOut: vaultkv.IsTimeout(err)}
 }
 
 // unreported is what a reconcile wrote to Vault but could not record in
@@ -613,10 +612,10 @@ func managedStatus(p Plan, before []ohmlabv1alpha1.ManagedKey, applied bool, wri
 func (r *Reconciler) emit(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, out outcome) {
 	if p := out.plan; p != nil && out.applied {
 		if !p.Empty() {
-			r.Recorder.Eventf(seed, nil, corev1.EventTypeNormal, eventReason(*p), "Write", "%s (KV version %d)", p.Summary(), out.version)
+			r.event(seed, corev1.EventTypeNormal, eventReason(*p), "Write", writeNote(*p, out.version))
 		}
 		if len(p.Kept) > 0 {
-			r.Recorder.Eventf(seed, nil, corev1.EventTypeNormal, "Kept", "Prune", "kept: %s", keptMessage(p.Kept))
+			r.event(seed, corev1.EventTypeNormal, "Kept", "Prune", keptMessage(p.Kept).withHead("kept: "))
 		}
 	}
 	if !out.failing() {
@@ -625,8 +624,20 @@ func (r *Reconciler) emit(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, o
 	if old := findCondition(seed, ohmlabv1alpha1.ConditionReady); old != nil && old.Reason == out.reason {
 		return
 	}
-	r.Recorder.Eventf(seed, nil, corev1.EventTypeWarning, out.reason, "Reconcile", "%s", out.message)
-	ctrl.LoggerFrom(ctx).Info("the object is not ready", "path", seed.Spec.Path, "reason", out.reason, "message", out.message)
+	r.event(seed, corev1.EventTypeWarning, out.reason, "Reconcile", out.message)
+	ctrl.LoggerFrom(ctx).Info("the object is not ready", "path", seed.Spec.Path, "reason", out.reason, "message", out.message.capped(maxConditionMessage))
+}
+
+// event records an event regarding seed, its note capped to what the API
+// server accepts: a longer Event would be refused, and never show.
+func (r *Reconciler) event(seed *ohmlabv1alpha1.VaultSeed, eventType, reason, action string, note Message) {
+	r.Recorder.Eventf(seed, nil, eventType, reason, action, "%s", note.capped(maxEventNote))
+}
+
+// writeNote is the note of the event of a write: what the plan changed and
+// the KV version it wrote.
+func writeNote(p Plan, version int) Message {
+	return p.summary().withTail(fmt.Sprintf(" (KV version %d)", version))
 }
 
 // eventReason names what a plan mainly did.
@@ -666,12 +677,12 @@ func problemsReason(ps []templating.Problem) string {
 // problemsMessage is the Stalled message of an invalid object, which only
 // an object that did not pass the webhook has (product document,
 // "Conditions": InvalidSpec, InvalidRotation): its problems, then what to do.
-func problemsMessage(ps []templating.Problem) string {
+func problemsMessage(ps []templating.Problem) Message {
 	lines := make([]string, len(ps))
 	for i, p := range ps {
 		lines[i] = p.String()
 	}
-	return strings.Join(lines, "; ") + "; fix the object's spec and apply it (ohmlab validate finds this before merge); until then nothing is written to the path"
+	return listMessage("", lines, "; ", "; fix the object's spec and apply it (ohmlab validate finds this before merge); until then nothing is written to the path")
 }
 
 // rewriteFirstReleaseStatus writes status.managedKeys of an object stored
@@ -765,7 +776,7 @@ func (r *Reconciler) deletePath(ctx context.Context, seed *ohmlabv1alpha1.VaultS
 		return err
 	}
 	r.sources.forget(seed.Spec.Path)
-	r.Recorder.Eventf(seed, nil, corev1.EventTypeNormal, "Deleted", "Delete", "deleted the path and all its versions")
+	r.event(seed, corev1.EventTypeNormal, "Deleted", "Delete", textMessage("deleted the path and all its versions"))
 	ctrl.LoggerFrom(ctx).Info("deleted the path", "path", seed.Spec.Path)
 	return nil
 }

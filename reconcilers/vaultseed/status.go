@@ -13,8 +13,9 @@ import (
 type result struct {
 	// ready is Ready's status; reason and message are Ready's, and those of
 	// Reconciling or Stalled when one is set.
-	ready           bool
-	reason, message string
+	ready   bool
+	reason  string
+	message Message
 	// reconciling: the object waits for something and retries with backoff.
 	reconciling bool
 	// stalled: the controller cannot go on as declared; checked again at
@@ -24,21 +25,21 @@ type result struct {
 	// something, and driftMessage the plan's summary; nil when the
 	// reconcile could not plan (Drifted Unknown).
 	drifted      *bool
-	driftMessage string
+	driftMessage Message
 	// finished: the reconcile of this generation finished or stalled, so
 	// observedGeneration moves to it.
 	finished bool
 }
 
 func readyResult(message string) result {
-	return result{ready: true, reason: ohmlabv1alpha1.ReasonReconciled, message: message, finished: true}
+	return result{ready: true, reason: ohmlabv1alpha1.ReasonReconciled, message: textMessage(message), finished: true}
 }
 
-func waitingResult(reason, message string) result {
+func waitingResult(reason string, message Message) result {
 	return result{reason: reason, message: message, reconciling: true}
 }
 
-func stalledResult(reason, message string) result {
+func stalledResult(reason string, message Message) result {
 	return result{reason: reason, message: message, stalled: true, finished: true}
 }
 
@@ -49,11 +50,11 @@ func (r result) failing() bool {
 
 // apply writes the result into status as conditions of generation gen.
 // Conditions whose status does not change keep their transition time, so a
-// quiet resync changes nothing.
+// quiet resync changes nothing. Every condition's message is capped here.
 func (r result) apply(st *ohmlabv1alpha1.VaultSeedStatus, gen int64, observeOnly bool) {
-	set := func(typ string, status metav1.ConditionStatus, reason, message string) {
+	set := func(typ string, status metav1.ConditionStatus, reason string, message Message) {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-			Type: typ, Status: status, Reason: reason, Message: message, ObservedGeneration: gen,
+			Type: typ, Status: status, Reason: reason, Message: message.capped(maxConditionMessage), ObservedGeneration: gen,
 		})
 	}
 	ready := metav1.ConditionFalse
@@ -77,7 +78,7 @@ func (r result) apply(st *ohmlabv1alpha1.VaultSeedStatus, gen int64, observeOnly
 	case r.drifted != nil && *r.drifted:
 		set(ohmlabv1alpha1.ConditionDrifted, metav1.ConditionTrue, ohmlabv1alpha1.ReasonObserveOnly, r.driftMessage)
 	case r.drifted != nil:
-		set(ohmlabv1alpha1.ConditionDrifted, metav1.ConditionFalse, ohmlabv1alpha1.ReasonInSync, "a real run would change nothing")
+		set(ohmlabv1alpha1.ConditionDrifted, metav1.ConditionFalse, ohmlabv1alpha1.ReasonInSync, textMessage("a real run would change nothing"))
 	default:
 		// The reconcile could not plan: what a real run would do is not
 		// known, and the last plan is not reported as if it still held.
