@@ -84,6 +84,14 @@ const Finalizer = "ohmlab.fr/delete-path"
 // objects without the label.
 const ShardLabel = "ohmlab.fr/shard"
 
+// ReconcileRequestAnnotation asks for a reconcile now: any new value
+// reconciles the object at once, reading every reference source from Vault
+// rather than from what the process remembers of it, and the value is then
+// recorded in status.lastHandledReconcileAt (Flux's convention,
+// reconcile.fluxcd.io/requestedAt). For after a change made outside
+// Kubernetes: a version undeleted, a source filled by hand.
+const ReconcileRequestAnnotation = "ohmlab.fr/reconcile-requested-at"
+
 // Custom metadata keys the controller keeps on a KV v2 path.
 const (
 	// OwnerMetadataKey holds "<namespace>/<name>" of the owning VaultSeed.

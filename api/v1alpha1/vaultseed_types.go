@@ -116,6 +116,14 @@ type VaultSeedStatus struct {
 	// Version is the KV v2 version of the path last read or written.
 	// +optional
 	Version int64 `json:"version,omitempty"`
+
+	// LastHandledReconcileAt is the value of the annotation
+	// ohmlab.fr/reconcile-requested-at that the last reconcile handled
+	// (Flux's convention, reconcile.fluxcd.io/requestedAt): once it equals
+	// the annotation, the reconcile asked for has run and this status is
+	// its result.
+	// +optional
+	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
 }
 
 // ManagedKey is one key this controller wrote. It holds no value and no

@@ -193,7 +193,7 @@ func (r *Reconciler) Reconcile(parent context.Context, req ctrl.Request) (ctrl.R
 func (r *Reconciler) sourcesComing(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, out outcome) bool {
 	p := out.plan
 	if r.ObserveOnly || p == nil || p.Outcome != OutcomeWait || !p.Empty() || len(out.absentSources) == 0 ||
-		findCondition(seed, ohmlabv1alpha1.ConditionReady) != nil {
+		findCondition(seed, ohmlabv1alpha1.ConditionReady) != nil || reconcileAsked(seed) {
 		return false
 	}
 	key := client.ObjectKeyFromObject(seed)
@@ -287,6 +287,12 @@ func (r *Reconciler) sync(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed) (
 	}
 	reader := r.sources.readerFor(kv, seed.Spec.Path, client.ObjectKeyFromObject(seed).String(),
 		func() bool { return r.referenced(ctx, seed.Spec.Path) }, func() { r.notifyDependents(ctx, seed.Spec.Path) })
+	if reconcileAsked(seed) {
+		// A person asked for this reconcile, most likely after changing a
+		// source by hand: what the process remembers of it may be older.
+		self := client.ObjectKeyFromObject(seed)
+		reader.fresh = func(path string) { r.notifyDependentsBut(ctx, path, self) }
+	}
 	in := planInput{
 		kv:          reader,
 		expect:      reader.expect,
@@ -533,6 +539,11 @@ func (r *Reconciler) report(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed,
 	key := client.ObjectKeyFromObject(seed)
 	updated := seed.DeepCopy()
 	out.apply(&updated.Status, seed.Generation, r.ObserveOnly)
+	if v, ok := requestedAt(seed); ok {
+		// This reconcile handled the request (read its sources from
+		// Vault): a person, or kubectl wait, can tell.
+		updated.Status.LastHandledReconcileAt = v
+	}
 	updated.Status.ManagedKeys = r.managed(seed)
 	if p := out.plan; p != nil {
 		updated.Status.Version = int64(out.version)

@@ -24,12 +24,13 @@ import (
 )
 
 // SetupWithManager registers the reconciler with a manager whose cache has
-// the indexes of IndexFields. Only spec changes, deletions and a label
+// the indexes of IndexFields. Only spec changes, deletions, a label
 // change that moves the object in or out of the shard (see
-// shardPredicates) trigger a reconcile (status and annotation updates do
-// not), and only for objects of the shard; writes to a path trigger the
-// shard's objects that reference it. Every update also tells lastWrites
-// the copy the cache now holds.
+// shardPredicates) and a new value of the annotation
+// ohmlab.fr/reconcile-requested-at (reconcileRequested) trigger a reconcile
+// (status and other annotation updates do not), and only for objects of
+// the shard; writes to a path trigger the shard's objects that reference
+// it. Every update also tells lastWrites the copy the cache now holds.
 //
 // The work queue is controller-runtime's priority queue (issue 13: no
 // object waits behind resyncs). A created or changed object, and a
@@ -47,7 +48,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 	mine, moved := r.shardPredicates()
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("vaultseed").
-		For(&ohmlabv1alpha1.VaultSeed{}, builder.WithPredicates(mine, predicate.Or(predicate.GenerationChangedPredicate{}, deleting, moved))).
+		For(&ohmlabv1alpha1.VaultSeed{}, builder.WithPredicates(mine, predicate.Or(predicate.GenerationChangedPredicate{}, deleting, moved, reconcileRequested))).
 		WatchesRawSource(source.Channel(r.dependents, &handler.TypedEnqueueRequestForObject[*ohmlabv1alpha1.VaultSeed]{})).
 		// Enqueues nothing: tells lastWrites which copy the cache holds,
 		// so a write is forgotten once the cache shows it.
@@ -143,6 +144,12 @@ func (r *Reconciler) indexed(ctx context.Context, field, value string) (bool, er
 // object goes Ready as soon as its source is written and a rotated source
 // reaches its copies without waiting for the resync.
 func (r *Reconciler) notifyDependents(ctx context.Context, path string) {
+	r.notifyDependentsBut(ctx, path, types.NamespacedName{})
+}
+
+// notifyDependentsBut is notifyDependents but for except, the dependent
+// whose own read of path found the change.
+func (r *Reconciler) notifyDependentsBut(ctx context.Context, path string, except types.NamespacedName) {
 	var list ohmlabv1alpha1.VaultSeedList
 	opts := []client.ListOption{client.MatchingFields{seeds.IndexRefPaths: path}}
 	if r.Selector != nil {
@@ -156,6 +163,9 @@ func (r *Reconciler) notifyDependents(ctx context.Context, path string) {
 	}
 	for i := range list.Items {
 		key := client.ObjectKeyFromObject(&list.Items[i])
+		if key == except {
+			continue
+		}
 		if r.sources.expecting(path, key.String()) {
 			// Reconciling now and about to read the path (or waiting
 			// for this write): the write serves it.
@@ -206,17 +216,18 @@ func ringThrough(set []templating.Problem, owner string) string {
 // process waits for the object's resync phase instead of running now: when
 // the object was Ready at its current generation before the process
 // started (its status says so) and nothing asked for it since (a
-// dependent's source written). After a restart, the objects of the initial
-// list are then reconciled, and their hashes compared once each, spread
-// over the first resync period rather than in one burst (issue 13). A
-// created or changed object, one that was not Ready, and every later
-// reconcile run at once. Its Ready metric is set from the status meanwhile.
+// dependent's source written, a reconcile request not handled yet). After
+// a restart, the objects of the initial list are then reconciled, and
+// their hashes compared once each, spread over the first resync period
+// rather than in one burst (issue 13). A created or changed object, one
+// that was not Ready, and every later reconcile run at once. Its Ready metric is set from the status meanwhile.
 func (r *Reconciler) deferAfterStart(seed *ohmlabv1alpha1.VaultSeed) bool {
 	if r.known.add(client.ObjectKeyFromObject(seed), factSeen) {
 		return false
 	}
 	ready := findCondition(seed, ohmlabv1alpha1.ConditionReady)
-	if ready == nil || ready.Status != metav1.ConditionTrue || ready.ObservedGeneration != seed.Generation || seed.Status.ObservedGeneration != seed.Generation {
+	if ready == nil || ready.Status != metav1.ConditionTrue || ready.ObservedGeneration != seed.Generation || seed.Status.ObservedGeneration != seed.Generation ||
+		reconcileAsked(seed) {
 		return false
 	}
 	r.Metrics.setReady(r.Target, seed.Namespace, seed.Name, ready.Reason, true)

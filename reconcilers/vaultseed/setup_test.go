@@ -86,6 +86,11 @@ func TestDeferAfterStart(t *testing.T) {
 		s.Status.Conditions = []metav1.Condition{{Type: ohmlabv1alpha1.ConditionReady, Status: status, Reason: ohmlabv1alpha1.ReasonReconciled, ObservedGeneration: observed}}
 		return s
 	}
+	requested := func(s *ohmlabv1alpha1.VaultSeed, value, handled string) *ohmlabv1alpha1.VaultSeed {
+		s.Annotations = map[string]string{ohmlabv1alpha1.ReconcileRequestAnnotation: value}
+		s.Status.LastHandledReconcileAt = handled
+		return s
+	}
 	tests := []struct {
 		name  string
 		seed  *ohmlabv1alpha1.VaultSeed
@@ -97,6 +102,8 @@ func TestDeferAfterStart(t *testing.T) {
 		{name: "changed while the process was down", seed: ready(3, 2, metav1.ConditionTrue), want: []bool{false}},
 		{name: "not Ready", seed: ready(2, 2, metav1.ConditionFalse), want: []bool{false}},
 		{name: "new, no status", seed: &ohmlabv1alpha1.VaultSeed{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "o", Generation: 1}}, want: []bool{false}},
+		{name: "a reconcile request not handled yet", seed: requested(ready(2, 2, metav1.ConditionTrue), "2", "1"), want: []bool{false}},
+		{name: "a reconcile request handled before the start", seed: requested(ready(2, 2, metav1.ConditionTrue), "1", "1"), want: []bool{true, false}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

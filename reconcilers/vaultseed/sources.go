@@ -23,7 +23,9 @@ import (
 // every dependent (issue 23, item 4: a reference is kept equal to its
 // source at every resync). What remains: a key of an object's path that
 // is edited by someone else reaches the dependents at that object's next
-// resync, within one period (docs/DESIGN.md, "Reference sources").
+// resync, within one period (docs/DESIGN.md, "Reference sources"), or at
+// once when a person asks for a reconcile of that object or of a dependent
+// (readFresh).
 //
 // An entry is fresh for one resync period after the read that made it. A
 // read replaces the entry only when it started after the read or write
@@ -231,6 +233,28 @@ func (s *sources) sweep(now time.Time) {
 	}
 }
 
+// readFresh is readFor for a reconcile a person asked for
+// (ohmlab.fr/reconcile-requested-at, reconcileAsked): path is read from
+// Vault whatever the entry, since the person may have just changed it by
+// hand, and the read refreshes the entry of a path an object of this
+// process keeps, calling changed when the entry held another version or
+// other data (its other dependents were served the old one).
+func (s *sources) readFresh(ctx context.Context, kv KVReader, path string, reading func(), changed func(path string)) (*vaultkv.Secret, error) {
+	reading()
+	if s == nil || !s.keeps(ctx, path) {
+		return kv.Read(ctx, path)
+	}
+	start := s.now()
+	secret, err := kv.Read(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	if s.put(path, secret, start) {
+		changed(path)
+	}
+	return secret, nil
+}
+
 // reader returns kv with the reads of paths other than own served through
 // s; a read of own goes to Vault and, when an object references own
 // (referenced), refreshes its entry, calling changed when the entry held
@@ -258,6 +282,10 @@ type sourcedReader struct {
 	name       string
 	referenced func() bool
 	changed    func()
+	// fresh, when set, makes every path other than own read from Vault
+	// (readFresh), and is called with a path whose entry that read found
+	// out of date.
+	fresh func(path string)
 
 	mu   sync.Mutex
 	left map[string]bool // the paths expected and not read yet
@@ -302,6 +330,9 @@ func (r *sourcedReader) reading(path string) {
 func (r *sourcedReader) Read(ctx context.Context, path string) (*vaultkv.Secret, error) {
 	if r.s == nil {
 		return r.KVReader.Read(ctx, path)
+	}
+	if path != r.own && r.fresh != nil {
+		return r.s.readFresh(ctx, r.KVReader, path, func() { r.reading(path) }, r.fresh)
 	}
 	if path != r.own {
 		return r.s.readFor(ctx, r.KVReader, path, func() { r.reading(path) })

@@ -2,6 +2,7 @@ package vaultseed
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -269,5 +270,63 @@ func TestSourcesWaitForTheSourcesReconcile(t *testing.T) {
 	}
 	if dep.reads != 0 {
 		t.Errorf("%d Vault reads by the dependent, want 0: the write serves it", dep.reads)
+	}
+}
+
+// TestSourcesReadFresh: a reconcile a person asked for reads a source from
+// Vault past a fresh entry, refreshes the entry (the next dependent is
+// served the new version without a read) and says when it was out of date.
+func TestSourcesReadFresh(t *testing.T) {
+	tests := []struct {
+		name string
+		// kept: srcPath is the path of an object of the process.
+		kept bool
+		// edit writes srcPath by hand after a dependent's read made the entry.
+		edit        bool
+		wantChanged bool
+		// wantReads are the Vault reads of the fresh read and of a
+		// dependent's read after it.
+		wantReads int
+	}{
+		{name: "an entry out of date is refreshed", kept: true, edit: true, wantChanged: true, wantReads: 1},
+		{name: "an entry up to date", kept: true, wantReads: 1},
+		{name: "a path that is no object's", kept: false, edit: true, wantReads: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			kv, s, c, k := sourcesFixture(t)
+			k[srcPath] = tt.kept
+			readVersion(t, s, kv, srcPath)
+			want := 1
+			if tt.edit {
+				if _, err := kv.Write(context.Background(), srcPath, map[string]any{"password": "filled-by-hand"}, 1); err != nil {
+					t.Fatal(err)
+				}
+				want = 2
+			}
+			c.t = c.t.Add(time.Second)
+			dep := &countingKV{KV: kv}
+			var changed []string
+			var read bool
+			got, err := s.readFresh(context.Background(), dep, srcPath, func() { read = true }, func(p string) { changed = append(changed, p) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !read {
+				t.Error("reading was not called")
+			}
+			if got.Version != want {
+				t.Errorf("the fresh read returned version %d, want %d", got.Version, want)
+			}
+			if wantChanged := map[bool][]string{true: {srcPath}}[tt.wantChanged]; !slices.Equal(changed, wantChanged) {
+				t.Errorf("changed called with %v, want %v", changed, wantChanged)
+			}
+			if v := readVersion(t, s, dep, srcPath); v != want {
+				t.Errorf("a dependent's read after it returned version %d, want %d", v, want)
+			}
+			if dep.reads != tt.wantReads {
+				t.Errorf("%d Vault reads, want %d", dep.reads, tt.wantReads)
+			}
+		})
 	}
 }
