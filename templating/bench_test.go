@@ -96,7 +96,7 @@ func BenchmarkFill(b *testing.B) {
 	a := Analyse(keycloak())
 	g := Generator{Rand: chacha(1), BcryptCost: bcrypt.MinCost}
 	for b.Loop() {
-		if _, err := g.Fill(a, FillInput{}); err != nil {
+		if _, err := g.Fill(b.Context(), a, FillInput{}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -85,7 +85,7 @@ func observePlan(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, in planInp
 			desired = desiredOf(seed, analysis, in.managed())
 		}
 	}
-	p, err := plan(desired, observed, in.gen)
+	p, err := plan(ctx, desired, observed, in.gen)
 	if err != nil {
 		return planned{}, err
 	}

@@ -1,6 +1,7 @@
 package vaultseed
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -187,9 +188,10 @@ func (p Plan) Summary() string {
 // the controller does with a path"). It reads and writes nothing; the values
 // it generates come from g (random, hex and uuid from g.Rand; age keys and
 // bcrypt salts from crypto/rand, see templating.Generator). The error is
-// returned only when values cannot be generated (a failing Rand); every
-// problem of the object or of the path is an outcome.
-func plan(d Desired, o Observed, g templating.Generator) (Plan, error) {
+// returned only when values cannot be generated (a failing Rand, or
+// *templating.StoppedError when ctx ends before they are); every problem of
+// the object or of the path is an outcome.
+func plan(ctx context.Context, d Desired, o Observed, g templating.Generator) (Plan, error) {
 	path := o.Path
 	if path == nil {
 		path = &vaultkv.Secret{}
@@ -262,7 +264,7 @@ func plan(d Desired, o Observed, g templating.Generator) (Plan, error) {
 		// its source's first write hashed for nothing).
 		g.Dry = true
 	}
-	fill, err := g.Fill(d.Analysis, templating.FillInput{Current: remaining, Regenerate: regenerate, Refs: refs, Object: d.Owner,
+	fill, err := g.Fill(ctx, d.Analysis, templating.FillInput{Current: remaining, Regenerate: regenerate, Refs: refs, Object: d.Owner,
 		Checked: checkedPairs(d, path, current, o.Written)})
 	if err != nil {
 		return Plan{}, err
