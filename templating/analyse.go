@@ -127,6 +127,8 @@ type Analysis struct {
 //     the object declares, references left out), which Vault refuses in one
 //     request and the controller would generate first; above
 //     MaxEntryBytes, a warning;
+//   - more than MaxCostlyKeys bcrypt hashes and key pairs ([CostlyKeys]),
+//     which one reconcile could not compute in its time;
 //   - InvalidRotation: an empty rotate.token; rotate.keys naming a key that
 //     is not declared, a map, or a key that is not generated (plain, "",
 //     <ref:>, <bcrypt:>; for a public key, list its private key: the pair
@@ -147,6 +149,7 @@ func Analyse(o Object) Analysis {
 	sort.Strings(an.a.Keys)
 	an.checkLeaves()
 	an.checkRotation(o.Rotate)
+	an.checkCost()
 	an.checkSize()
 	// A key under a refused one (an invisible character) still names a
 	// warning or a problem of its own: it must not reach a terminal raw.

@@ -102,6 +102,26 @@ func BenchmarkFill(b *testing.B) {
 	}
 }
 
+// BenchmarkFillCostliest fills, on one goroutine, the most costly object
+// MaxCostlyKeys admits: its hashes and both key pairs, at the controller's
+// bcrypt cost (the default), as the first reconcile of a new path does (a
+// resync after a restart compares as many hashes, at the same cost).
+func BenchmarkFillCostliest(b *testing.B) {
+	data := hashedPasswords(MaxCostlyKeys - 2)
+	data["age"] = map[string]any{"secret": "<age:secret>", "public": "<age:public>"}
+	data["ssh"] = map[string]any{"private": "<ssh:private>", "public": "<ssh:public>"}
+	a := Analyse(Object{Name: "n", Path: "m/p", Data: data})
+	if len(a.Problems) > 0 || CostlyKeys(a) != MaxCostlyKeys {
+		b.Fatalf("%d costly keys, problems %v", CostlyKeys(a), a.Problems)
+	}
+	g := Generator{}
+	for b.Loop() {
+		if _, err := g.Fill(b.Context(), a, FillInput{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // thousandObjects returns 1,000 objects of 12 leaves each: 3 references to
 // earlier objects' paths, one to a path nobody declares, one to the own
 // path, a bcrypt and an age pair; objects 0-19 form ten 2-path rings.

@@ -181,7 +181,7 @@ func (e *StoppedError) Unwrap() error { return e.Err }
 // is held too. Errors: an analysis with problems, a Regenerate key that is
 // not a generated leaf, a failing Rand, and [*StoppedError] when ctx ends
 // before a bcrypt hash or compare, or a private key's generation, starts
-// (one already running finishes first).
+// (the costly values, [CostlyKeys]; one already running finishes first).
 // No error contains a value.
 func (g Generator) Fill(ctx context.Context, a Analysis, in FillInput) (FillResult, error) {
 	if n := len(a.Problems); n > 0 {
