@@ -10,9 +10,10 @@ import (
 )
 
 // TestCostAndSizeVerdicts: an object that costs more to fill than one
-// reconcile allows (bcrypt hashes and key pairs over the limit) gets the
-// same refusal, naming the count and the limit, from the admission handler
-// and from `ohmlab validate`.
+// reconcile allows (bcrypt hashes and key pairs over the limit), or whose
+// references copy more than Vault takes in one write from the values of
+// the objects they name, gets the same refusal, naming the count and the
+// limit, from the admission handler and from `ohmlab validate`.
 func TestCostAndSizeVerdicts(t *testing.T) {
 	seedDoc := func(name, data string) string {
 		return "apiVersion: ohmlab.fr/v1alpha1\nkind: VaultSeed\nmetadata:\n  name: " + name + "\n  namespace: vo\nspec:\n  path: ohmlab/" + name + "\n  data:\n" + data
@@ -25,10 +26,18 @@ func TestCostAndSizeVerdicts(t *testing.T) {
 		}
 		return b.String()
 	}
+	copies := func(n int, ref string) string {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, "    k%05d: \"<ref:%s>\"\n", i, ref)
+		}
+		return b.String()
+	}
 	tooCostly := func(n int) string {
 		return fmt.Sprintf("spec.data: declares %d bcrypt hashes and key pairs, more than the 100 one object may: bcrypt is slow by design, "+
 			"and each reconcile computes or checks every one of them within its time; split the keys over several objects", n)
 	}
+	source := seedDoc("source", "    large: \"<random:4096>\"\n    byhand: \"\"\n")
 	tests := []struct {
 		name     string
 		existing []string
@@ -41,6 +50,11 @@ func TestCostAndSizeVerdicts(t *testing.T) {
 		{name: "99 bcrypt hashes and two key pairs", obj: seedDoc("x", hashed(99)+
 			"    age:\n      s: \"<age:secret>\"\n      p: \"<age:public>\"\n    ssh:\n      s: \"<ssh:private>\"\n      p: \"<ssh:public>\"\n"),
 			want: []string{tooCostly(101)}},
+		{name: "9,000 copies of another object's <random:4096>", existing: []string{source}, obj: seedDoc("x", copies(9000, "ohmlab/source#large")),
+			want: []string{"spec.data: the values of the path come to at least 35.3 MiB of JSON, counting the values its references copy from other objects' paths, " +
+				"more than the 32 MiB Vault accepts in one request (its listener's max_request_size): split the keys over several objects"}},
+		{name: "9,000 copies of a key filled by hand", existing: []string{source}, obj: seedDoc("x", copies(9000, "ohmlab/source#byhand"))},
+		{name: "9,000 copies of a path no object declares", obj: seedDoc("x", copies(9000, "ohmlab/by-hand#large"))},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
