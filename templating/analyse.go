@@ -124,9 +124,12 @@ type Analysis struct {
 //     (through references to the own path and bcrypt sources); references
 //     to other paths are checked by AnalyseSet and the reconciler;
 //   - values that come to more than MaxWriteBytes of JSON (writeSize: what
-//     the object declares, references left out), which Vault refuses in one
-//     request and the controller would generate first; above
-//     MaxEntryBytes, a warning;
+//     the object declares, a reference to the own path as the key it
+//     copies, one to another path left out: [SetSizes] counts those), which
+//     Vault refuses in one request and the controller would generate first;
+//     above MaxEntryBytes, a warning;
+//   - more than MaxCostlyKeys bcrypt hashes and key pairs ([CostlyKeys]),
+//     which one reconcile could not compute in its time;
 //   - InvalidRotation: an empty rotate.token, or one Vault refuses in
 //     custom_metadata ([TokenProblem], message "spec.rotate.token " + its
 //     message); rotate.keys naming a key that
@@ -149,6 +152,7 @@ func Analyse(o Object) Analysis {
 	sort.Strings(an.a.Keys)
 	an.checkLeaves()
 	an.checkRotation(o.Rotate)
+	an.checkCost()
 	an.checkSize()
 	// A key under a refused one (an invisible character) still names a
 	// warning or a problem of its own: it must not reach a terminal raw.

@@ -96,7 +96,27 @@ func BenchmarkFill(b *testing.B) {
 	a := Analyse(keycloak())
 	g := Generator{Rand: chacha(1), BcryptCost: bcrypt.MinCost}
 	for b.Loop() {
-		if _, err := g.Fill(a, FillInput{}); err != nil {
+		if _, err := g.Fill(b.Context(), a, FillInput{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkFillCostliest fills, on one goroutine, the most costly object
+// MaxCostlyKeys admits: its hashes and both key pairs, at the controller's
+// bcrypt cost (the default), as the first reconcile of a new path does (a
+// resync after a restart compares as many hashes, at the same cost).
+func BenchmarkFillCostliest(b *testing.B) {
+	data := hashedPasswords(MaxCostlyKeys - 2)
+	data["age"] = map[string]any{"secret": "<age:secret>", "public": "<age:public>"}
+	data["ssh"] = map[string]any{"private": "<ssh:private>", "public": "<ssh:public>"}
+	a := Analyse(Object{Name: "n", Path: "m/p", Data: data})
+	if len(a.Problems) > 0 || CostlyKeys(a) != MaxCostlyKeys {
+		b.Fatalf("%d costly keys, problems %v", CostlyKeys(a), a.Problems)
+	}
+	g := Generator{}
+	for b.Loop() {
+		if _, err := g.Fill(b.Context(), a, FillInput{}); err != nil {
 			b.Fatal(err)
 		}
 	}

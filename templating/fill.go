@@ -1,6 +1,7 @@
 package templating
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -143,6 +144,24 @@ func (e *ShapeConflictError) Error() string {
 	return fmt.Sprintf("templating: cannot create %s without overwriting %s on the path", e.Key, e.Conflict)
 }
 
+// StoppedError is returned by Fill when its context ends before every value
+// is computed: bcrypt is slow by design, and an object with many hashes may
+// not be filled in the time its caller has. It holds no value.
+type StoppedError struct {
+	// Key is the key Fill was about to compute.
+	Key string
+	// Err is the context's error.
+	Err error
+}
+
+// Error names the key, never a value.
+func (e *StoppedError) Error() string {
+	return fmt.Sprintf("templating: stopped before computing %s: %v", e.Key, e.Err)
+}
+
+// Unwrap returns the context's error.
+func (e *StoppedError) Unwrap() error { return e.Err }
+
 // Fill computes the values of one path that must change, in dependency
 // order: a key comes after the keys it derives from (bcrypt source, private
 // key of its pair, reference to the own path), otherwise in key order, which is also
@@ -172,8 +191,11 @@ func (e *ShapeConflictError) Error() string {
 // that does not parse, a bcrypt source over 72 bytes) and
 // [*ShapeConflictError]. A key deriving from a held key that the path lacks
 // is held too. Errors: an analysis with problems, a Regenerate key that is
-// not a generated leaf, a failing Rand. No error contains a value.
-func (g Generator) Fill(a Analysis, in FillInput) (FillResult, error) {
+// not a generated leaf, a failing Rand, and [*StoppedError] when ctx ends
+// before a bcrypt hash or compare, or a private key's generation, starts
+// (the costly values, [CostlyKeys]; one already running finishes first).
+// No error contains a value.
+func (g Generator) Fill(ctx context.Context, a Analysis, in FillInput) (FillResult, error) {
 	if n := len(a.Problems); n > 0 {
 		return FillResult{}, fmt.Errorf("templating: Fill needs an analysis without problems, this one has %d", n)
 	}
@@ -184,8 +206,8 @@ func (g Generator) Fill(a Analysis, in FillInput) (FillResult, error) {
 		}
 		regen[k] = true
 	}
-	f := filler{g: g, a: a, in: in, res: FillResult{Values: make(map[string]any)},
-		under: make(map[string]string), hiddenAt: make(map[string]string), hiddenUnder: make(map[string]string)}
+	f := filler{ctx: ctx, g: g, a: a, in: in, res: FillResult{Values: make(map[string]any)}, under: make(map[string]string),
+		hiddenAt: make(map[string]string), hiddenUnder: make(map[string]string), publics: make(map[*keyPair][2]string)}
 	for k := range in.Current {
 		for i := strings.LastIndexByte(k, '.'); i > 0; i = strings.LastIndexByte(k[:i], '.') {
 			if u, ok := f.under[k[:i]]; !ok || k < u {
@@ -207,6 +229,9 @@ func (g Generator) Fill(a Analysis, in FillInput) (FillResult, error) {
 	f.privates = privates
 	for _, k := range order {
 		if err := f.fill(k, regen[k]); err != nil {
+			if errors.Is(err, ctx.Err()) && ctx.Err() != nil {
+				return FillResult{}, &StoppedError{Key: k, Err: ctx.Err()}
+			}
 			if !holdable(err) {
 				return FillResult{}, err
 			}
@@ -228,6 +253,7 @@ func holdable(err error) bool {
 }
 
 type filler struct {
+	ctx      context.Context
 	g        Generator
 	a        Analysis
 	in       FillInput
@@ -238,6 +264,10 @@ type filler struct {
 	// with a dot at that path (not an empty map, which a key may fill), and
 	// the smallest of any kind under it.
 	hiddenAt, hiddenUnder map[string]string
+	// publics holds, per key pair, the last private key derived and its
+	// public key: every public key of a pair derives from one private key,
+	// derived once.
+	publics map[*keyPair][2]string
 }
 
 // value is k's new value when it changes in this Fill, else its current
@@ -295,6 +325,11 @@ func (f *filler) fill(k string, regenerate bool) error {
 		if present && !regenerate {
 			return nil
 		}
+		if isPrivate(l.Kind) && !f.g.Dry {
+			if err := f.ctx.Err(); err != nil {
+				return err
+			}
+		}
 		v, err := f.g.Generate(l)
 		if err != nil {
 			return err
@@ -337,10 +372,16 @@ func (f *filler) fill(k string, regenerate bool) error {
 			// no bcrypt compare needed.
 		case f.checked(k, Stringify(cur), src):
 			return nil
-		case f.g.Matches(Slot{Object: f.in.Object, Key: k}, l, Stringify(cur), src):
-			return nil
+		default:
+			ok, err := f.g.Cache.matches(f.ctx, Slot{Object: f.in.Object, Key: k}, Stringify(cur), src, f.g.Slots)
+			if err != nil {
+				return err
+			}
+			if ok {
+				return nil
+			}
 		}
-		h, err := f.g.Bcrypt(src)
+		h, err := f.g.bcrypt(f.ctx, src)
 		if err != nil {
 			return err
 		}
@@ -354,7 +395,7 @@ func (f *filler) fill(k string, regenerate bool) error {
 		p := pairOf(l.Kind)
 		private := f.privates[p]
 		v, _ := f.value(private)
-		pub, err := p.derive(Stringify(v))
+		pub, err := f.public(p, Stringify(v))
 		if err != nil {
 			return &InvalidValueError{Key: private, Reason: "is not " + p.what}
 		}
@@ -368,6 +409,19 @@ func (f *filler) fill(k string, regenerate bool) error {
 		return errors.New("templating: unknown leaf kind " + string(l.Kind) + " at " + k)
 	}
 	return nil
+}
+
+// public is p.derive(private), derived once per private key and fill.
+func (f *filler) public(p *keyPair, private string) (string, error) {
+	if d, ok := f.publics[p]; ok && d[0] == private {
+		return d[1], nil
+	}
+	pub, err := p.derive(private)
+	if err != nil {
+		return "", err
+	}
+	f.publics[p] = [2]string{private, pub}
+	return pub, nil
 }
 
 // checked says whether the pair of hash key k is one the caller knows to

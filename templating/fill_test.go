@@ -229,7 +229,7 @@ func TestFill(t *testing.T) {
 				t.Fatalf("analysis: %v", a.Problems)
 			}
 			before := Flatten(tt.in.Current)
-			got, err := fillGenerator().Fill(a, tt.in)
+			got, err := fillGenerator().Fill(t.Context(), a, tt.in)
 			if err != nil {
 				t.Fatalf("Fill: %v", err)
 			}
@@ -272,7 +272,7 @@ func TestFillErrors(t *testing.T) {
 			if g.Rand == nil {
 				g.Rand = constReader(0)
 			}
-			got, err := g.Fill(a, tt.in)
+			got, err := g.Fill(t.Context(), a, tt.in)
 			if diff := cmp.Diff(tt.wantErr, errString(err)); diff != "" {
 				t.Errorf("error (-want +got):\n%s", diff)
 			}
@@ -320,7 +320,7 @@ func TestFillHoldsBackKeysThatCannotBeComputed(t *testing.T) {
 			if a.Problems != nil {
 				t.Fatalf("analysis: %v", a.Problems)
 			}
-			got, err := Generator{Rand: constReader(0), BcryptCost: 4}.Fill(a, tt.in)
+			got, err := Generator{Rand: constReader(0), BcryptCost: 4}.Fill(t.Context(), a, tt.in)
 			if err != nil {
 				t.Fatalf("Fill: %v", err)
 			}
@@ -345,7 +345,7 @@ func TestFillUsesHashCache(t *testing.T) {
 	g.Cache = NewHashCache(constReader(3))
 	in := FillInput{Object: "ns/o", Current: map[string]any{"pw": "secret", "h": mustHash(t, "secret")}}
 	for i := range 3 {
-		got, err := g.Fill(a, in)
+		got, err := g.Fill(t.Context(), a, in)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -364,7 +364,7 @@ func TestFillRecordsGeneratedHash(t *testing.T) {
 	a := Analyse(Object{Path: own, Data: map[string]any{"pw": "<random:12>", "h": "<bcrypt:pw>"}})
 	g := fillGenerator()
 	g.Cache = NewHashCache(constReader(3))
-	got, err := g.Fill(a, FillInput{Object: "ns/o"})
+	got, err := g.Fill(t.Context(), a, FillInput{Object: "ns/o"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,7 +413,7 @@ func TestFillTakesCheckedPairs(t *testing.T) {
 			a := Analyse(Object{Path: own, Data: map[string]any{"pw": tt.pw, "h": "<bcrypt:pw>"}})
 			g := fillGenerator()
 			g.Cache = NewHashCache(constReader(3))
-			got, err := g.Fill(a, FillInput{Object: "ns/o", Current: tt.current, Regenerate: tt.regenerate, Checked: tt.checked})
+			got, err := g.Fill(t.Context(), a, FillInput{Object: "ns/o", Current: tt.current, Regenerate: tt.regenerate, Checked: tt.checked})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -449,7 +449,7 @@ func TestFillIsQuietOnceApplied(t *testing.T) {
 	g := Generator{Rand: chacha(9), BcryptCost: bcrypt.MinCost}
 	refs := map[string]string{"x": "copied"}
 	tree := map[string]any{}
-	first, err := g.Fill(a, FillInput{Refs: refs})
+	first, err := g.Fill(t.Context(), a, FillInput{Refs: refs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -457,7 +457,7 @@ func TestFillIsQuietOnceApplied(t *testing.T) {
 	if len(first.Changes) != len(a.Keys) {
 		t.Errorf("first Fill changed %d keys, want all %d", len(first.Changes), len(a.Keys))
 	}
-	second, err := g.Fill(a, FillInput{Current: current, Refs: refs})
+	second, err := g.Fill(t.Context(), a, FillInput{Current: current, Refs: refs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -465,7 +465,7 @@ func TestFillIsQuietOnceApplied(t *testing.T) {
 		t.Errorf("a resync changes %v", second.Changes)
 	}
 	// A rotation, applied, is quiet too, and everything derived followed.
-	rotated, err := g.Fill(a, FillInput{Current: current, Regenerate: a.RotationKeys, Refs: refs})
+	rotated, err := g.Fill(t.Context(), a, FillInput{Current: current, Regenerate: a.RotationKeys, Refs: refs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -482,7 +482,7 @@ func TestFillIsQuietOnceApplied(t *testing.T) {
 	if bcrypt.CompareHashAndPassword([]byte(current["h"].(string)), []byte(current["pw"].(string))) != nil {
 		t.Errorf("hash did not follow the rotation")
 	}
-	third, err := g.Fill(a, FillInput{Current: current, Refs: refs})
+	third, err := g.Fill(t.Context(), a, FillInput{Current: current, Refs: refs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -554,7 +554,7 @@ func TestFillNeverReplacesWhatFlattenHides(t *testing.T) {
 				t.Fatalf("analysis: %v", a.Problems)
 			}
 			hidden := Hidden(tt.path)
-			got, err := Generator{Rand: constReader(0), BcryptCost: 4}.Fill(a, FillInput{Current: Flatten(tt.path), Hidden: hidden, Regenerate: tt.regenerate})
+			got, err := Generator{Rand: constReader(0), BcryptCost: 4}.Fill(t.Context(), a, FillInput{Current: Flatten(tt.path), Hidden: hidden, Regenerate: tt.regenerate})
 			if err != nil {
 				t.Fatalf("Fill: %v", err)
 			}

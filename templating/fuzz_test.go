@@ -156,7 +156,7 @@ func FuzzAnalyse(f *testing.F) {
 			}
 		}
 		g := Generator{Rand: constReader(1), BcryptCost: bcrypt.MinCost}
-		res, err := g.Fill(a, FillInput{Refs: refs, Regenerate: a.RotationKeys})
+		res, err := g.Fill(t.Context(), a, FillInput{Refs: refs, Regenerate: a.RotationKeys})
 		if err != nil {
 			var empty *EmptySourceError
 			var invalid *InvalidValueError
@@ -166,7 +166,7 @@ func FuzzAnalyse(f *testing.F) {
 			return
 		}
 		current := applyFill(map[string]any{}, res)
-		again, err := g.Fill(a, FillInput{Current: current, Refs: refs})
+		again, err := g.Fill(t.Context(), a, FillInput{Current: current, Refs: refs})
 		if err != nil || again.Changes != nil {
 			var b bytes.Buffer
 			json.NewEncoder(&b).Encode(again.Changes)

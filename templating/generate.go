@@ -1,6 +1,7 @@
 package templating
 
 import (
+	"context"
 	cryptorand "crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -68,15 +69,25 @@ func NewBcryptSlots(n int) *BcryptSlots {
 	return &BcryptSlots{c: make(chan struct{}, max(n, 1))}
 }
 
-// run runs f in a slot, waiting for one.
-func (s *BcryptSlots) run(f func()) {
+// run runs f in a slot, waiting for one. It returns ctx's error, without
+// running f, when ctx ends first: a computation already running cannot be
+// stopped, so the context is checked before it starts.
+func (s *BcryptSlots) run(ctx context.Context, f func()) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if s == nil {
 		f()
-		return
+		return nil
 	}
-	s.c <- struct{}{}
+	select {
+	case s.c <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	defer func() { <-s.c }()
 	f()
+	return nil
 }
 
 // DryBcrypt is what a dry [Generator.Bcrypt] returns: not a bcrypt hash, so
@@ -173,6 +184,12 @@ func randomAlnum(r io.Reader, n int) (string, error) {
 // [ErrBcryptInputTooLong] when src is over 72 bytes. Errors never contain
 // src.
 func (g Generator) Bcrypt(src string) (string, error) {
+	return g.bcrypt(context.Background(), src)
+}
+
+// bcrypt is Bcrypt, stopped with ctx's error when ctx ends before the hash
+// starts.
+func (g Generator) bcrypt(ctx context.Context, src string) (string, error) {
 	if len(src) > MaxBcryptInput {
 		return "", ErrBcryptInputTooLong
 	}
@@ -185,7 +202,9 @@ func (g Generator) Bcrypt(src string) (string, error) {
 	}
 	var h []byte
 	var err error
-	g.Slots.run(func() { h, err = bcrypt.GenerateFromPassword([]byte(src), cost) })
+	if err := g.Slots.run(ctx, func() { h, err = bcrypt.GenerateFromPassword([]byte(src), cost) }); err != nil {
+		return "", err
+	}
 	if err != nil {
 		return "", fmt.Errorf("templating: bcrypt: %w", err)
 	}
@@ -205,7 +224,8 @@ func (g Generator) Bcrypt(src string) (string, error) {
 func (g Generator) Matches(at Slot, l Leaf, stored, source string) bool {
 	switch l.Kind {
 	case KindBcrypt:
-		return g.Cache.matches(at, stored, source, g.Slots)
+		ok, _ := g.Cache.matches(context.Background(), at, stored, source, g.Slots)
+		return ok
 	}
 	if isPublic(l.Kind) {
 		pub, err := pairOf(l.Kind).derive(source)
@@ -215,12 +235,14 @@ func (g Generator) Matches(at Slot, l Leaf, stored, source string) bool {
 }
 
 // bcryptMatches is bcrypt.CompareHashAndPassword, refusing sources bcrypt
-// would truncate.
-func bcryptMatches(hash, source string, slots *BcryptSlots) bool {
+// would truncate; ctx's error when ctx ends before the compare starts.
+func bcryptMatches(ctx context.Context, hash, source string, slots *BcryptSlots) (bool, error) {
 	if len(source) > MaxBcryptInput {
-		return false
+		return false, nil
 	}
 	var err error
-	slots.run(func() { err = bcrypt.CompareHashAndPassword([]byte(hash), []byte(source)) })
-	return err == nil
+	if err := slots.run(ctx, func() { err = bcrypt.CompareHashAndPassword([]byte(hash), []byte(source)) }); err != nil {
+		return false, err
+	}
+	return err == nil, nil
 }

@@ -1,6 +1,7 @@
 package templating
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
@@ -62,16 +63,18 @@ func NewHashCache(rand io.Reader) *HashCache {
 // compared at most once in the life of the process). Mismatches are not
 // remembered. A source over 72 bytes never matches.
 func (c *HashCache) Matches(at Slot, hash, source string) bool {
-	return c.matches(at, hash, source, nil)
+	ok, _ := c.matches(context.Background(), at, hash, source, nil)
+	return ok
 }
 
-// matches is Matches with its bcrypt compare run in one of slots.
-func (c *HashCache) matches(at Slot, hash, source string, slots *BcryptSlots) bool {
+// matches is Matches with its bcrypt compare run in one of slots; ctx's
+// error when ctx ends before a compare it needs starts.
+func (c *HashCache) matches(ctx context.Context, at Slot, hash, source string, slots *BcryptSlots) (bool, error) {
 	if c == nil {
-		return bcryptMatches(hash, source, slots)
+		return bcryptMatches(ctx, hash, source, slots)
 	}
 	if c.key == nil {
-		return c.compare(hash, source, slots)
+		return c.compare(ctx, hash, source, slots)
 	}
 	d := c.digest(hash, source)
 	c.mu.Lock()
@@ -80,21 +83,22 @@ func (c *HashCache) matches(at Slot, hash, source string, slots *BcryptSlots) bo
 	ok := i >= 0 && held[i].digest == d
 	c.mu.Unlock()
 	if ok {
-		return true
+		return true, nil
 	}
-	if !c.compare(hash, source, slots) {
-		return false
+	if ok, err := c.compare(ctx, hash, source, slots); !ok || err != nil {
+		return false, err
 	}
 	c.store(at, d)
-	return true
+	return true, nil
 }
 
 // compare is bcryptMatches, counted when bcrypt runs.
-func (c *HashCache) compare(hash, source string, slots *BcryptSlots) bool {
-	if len(source) <= MaxBcryptInput {
+func (c *HashCache) compare(ctx context.Context, hash, source string, slots *BcryptSlots) (bool, error) {
+	ok, err := bcryptMatches(ctx, hash, source, slots)
+	if err == nil && len(source) <= MaxBcryptInput {
 		c.compares.Add(1)
 	}
-	return bcryptMatches(hash, source, slots)
+	return ok, err
 }
 
 // Record remembers that hash was generated from source for the slot, so

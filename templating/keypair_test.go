@@ -270,7 +270,7 @@ func TestKeyPairsSideBySide(t *testing.T) {
 	if a.Problems != nil {
 		t.Fatalf("problems: %v", a.Problems)
 	}
-	got, err := fillGenerator().Fill(a, FillInput{})
+	got, err := fillGenerator().Fill(t.Context(), a, FillInput{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +324,7 @@ func TestKeyPairFill(t *testing.T) {
 				if a.Problems != nil {
 					t.Fatalf("analysis: %v", a.Problems)
 				}
-				got, err := fillGenerator().Fill(a, tt.in)
+				got, err := fillGenerator().Fill(t.Context(), a, tt.in)
 				if err != nil {
 					t.Fatalf("Fill: %v", err)
 				}
@@ -384,7 +384,7 @@ func TestDryGeneratorDoesNoKeyWork(t *testing.T) {
 		t.Run(fx.p.name, func(t *testing.T) {
 			a := Analyse(Object{Path: own, Data: map[string]any{"pw": "<random:8>", "h": "<bcrypt:pw>", "s": fx.p.privateTemplate(), "p": fx.p.publicTemplate()}})
 			dry := Generator{Rand: constReader(0), Dry: true, BcryptCost: 31}
-			got, err := dry.Fill(a, FillInput{})
+			got, err := dry.Fill(t.Context(), a, FillInput{})
 			if err != nil {
 				t.Fatalf("Fill: %v", err)
 			}
@@ -395,7 +395,7 @@ func TestDryGeneratorDoesNoKeyWork(t *testing.T) {
 			if err != nil || again != got.Values["s"] {
 				t.Errorf("a dry private key is one key per process: %v", err)
 			}
-			real, err := Generator{Rand: constReader(0), BcryptCost: 4}.Fill(a, FillInput{})
+			real, err := Generator{Rand: constReader(0), BcryptCost: 4}.Fill(t.Context(), a, FillInput{})
 			if err != nil {
 				t.Fatalf("Fill: %v", err)
 			}

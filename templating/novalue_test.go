@@ -115,7 +115,7 @@ func TestNoValueInErrors(t *testing.T) {
 		if a.Problems != nil {
 			t.Fatalf("analysis: %v", a.Problems)
 		}
-		res, err := g.Fill(a, FillInput{Current: current})
+		res, err := g.Fill(t.Context(), a, FillInput{Current: current})
 		if err != nil || len(res.Held) == 0 {
 			t.Errorf("Fill held nothing back (error %v)", err)
 			return

@@ -43,6 +43,15 @@ func (k kubectl) apply(ctx context.Context, manifest string) (string, error) {
 	return k.run(ctx, manifest, "apply", "-f", "-")
 }
 
+// hashed is data (YAML) declaring n passwords, each with its bcrypt hash.
+func hashed(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "p%03d: \"<random:16>\"\nh%03d: \"<bcrypt:p%03d>\"\n", i, i, i)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
 // manifest writes one VaultSeed; spec is YAML indented by four spaces.
 func manifest(namespace, name, spec string) string {
 	return fmt.Sprintf("apiVersion: ohmlab.fr/v1alpha1\nkind: VaultSeed\nmetadata:\n  name: %s\n  namespace: %s\nspec:\n%s", name, namespace, spec)
@@ -142,6 +151,8 @@ func TestAdmission(t *testing.T) {
 			{name: "rotation key not declared", data: "p: \"<random:8>\"", rotate: "token: \"1\"\nkeys: [q]", wantKeys: []string{"q"}},
 			{name: "rotation key not generated", data: "p: " + secret, rotate: "token: \"1\"\nkeys: [p]", wantKeys: []string{"p"}},
 			{name: "several problems in one message", data: "a.b: x\nt: \"<hex:3>\"\nl: [1]", wantKeys: []string{"a.b", "l", "t"}},
+			{name: "more bcrypt hashes than one reconcile computes", data: hashed(templating.MaxCostlyKeys + 1), wantKeys: []string{"spec.data"},
+				want: "spec.data: Invalid value: declares 101 bcrypt hashes and key pairs, more than the 100 one object may"},
 		}
 		for i, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {

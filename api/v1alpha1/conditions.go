@@ -72,6 +72,12 @@ const (
 	// process it left wrote this once and no longer keeps the status up to
 	// date. The message names the shard.
 	ReasonShardChanged = "ShardChanged"
+	// ReasonGenerationTimeout: Stalled=True (and Ready=False). Computing the
+	// object's values (its bcrypt hashes and key pairs) did not finish in
+	// the time a reconcile leaves to it; nothing is written. The message
+	// gives the count. Checked again at the next resync, not retried with
+	// backoff: each attempt would cost as much again.
+	ReasonGenerationTimeout = "GenerationTimeout"
 )
 
 // Finalizer is added to objects with deletionPolicy Delete, when the target

@@ -84,8 +84,9 @@ func (v Verdict) Message() string {
 
 // Set returns the verdict on each object of objs, analysed together: the
 // problems of each object alone, plus two objects on one path, a
-// namespace/name given more than once, and reference cycles between the
-// objects' paths. out[i] is the verdict on objs[i]; copies of one
+// namespace/name given more than once, reference cycles between the
+// objects' paths, and the size of a path counting the values its
+// references copy from the others (templating.SetSizes). out[i] is the verdict on objs[i]; copies of one
 // namespace/name each get the problems of their own path. The CLI passes
 // every object it read.
 func Set(objs []*ohmlabv1alpha1.VaultSeed) []Verdict {
@@ -117,6 +118,17 @@ func Set(objs []*ohmlabv1alpha1.VaultSeed) []Verdict {
 			for _, i := range ids {
 				out[i].Problems = append(out[i].Problems, fromTemplating(p))
 			}
+		}
+	}
+	problems, warnings := templating.SetSizes(tobjs)
+	for _, p := range problems {
+		if ids := byID[p.Object]; len(ids) == 1 {
+			out[ids[0]].Problems = append(out[ids[0]].Problems, fromTemplating(p))
+		}
+	}
+	for _, w := range warnings {
+		if ids := byID[w.Object]; len(ids) == 1 {
+			out[ids[0]].Warnings = append(out[ids[0]].Warnings, Problem{Key: w.Key, Message: w.Message})
 		}
 	}
 	// A repeated namespace/name does not say which copy another problem is

@@ -46,7 +46,7 @@ func unchanged(b *testing.B, seed *ohmlabv1alpha1.VaultSeed, g templating.Genera
 	d := Desired{Owner: seeds.Owner(seed), Analysis: a, ManagedKeys: []string{"hash", "password", "previous"}}
 	src := &vaultkv.Secret{Exists: true, Version: 1, Data: m{"password": "the-source-password-24ch"}}
 	o := Observed{Path: &vaultkv.Secret{Exists: true, Version: 1, CustomMetadata: map[string]string{ownerKey: d.Owner}}, Refs: map[string]*vaultkv.Secret{"ohmlab/bench/00000": src}}
-	p, err := plan(d, Observed{Path: &vaultkv.Secret{}, Refs: o.Refs}, g)
+	p, err := plan(b.Context(), d, Observed{Path: &vaultkv.Secret{}, Refs: o.Refs}, g)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func BenchmarkPlanUnchanged(b *testing.B) {
 		g := templating.Generator{Rand: rand.Reader, Cache: templating.NewHashCache(rand.Reader)}
 		d, o := unchanged(b, seed, g)
 		for b.Loop() {
-			p, err := plan(d, o, g)
+			p, err := plan(b.Context(), d, o, g)
 			if err != nil || !p.Empty() {
 				b.Fatalf("plan = %v, %v; want an empty plan", p.Actions, err)
 			}
@@ -74,7 +74,7 @@ func BenchmarkPlanUnchanged(b *testing.B) {
 		g := templating.Generator{Rand: rand.Reader}
 		d, o := unchanged(b, seed, g)
 		for b.Loop() {
-			if _, err := plan(d, o, g); err != nil {
+			if _, err := plan(b.Context(), d, o, g); err != nil {
 				b.Fatal(err)
 			}
 		}

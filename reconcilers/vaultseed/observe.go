@@ -2,6 +2,7 @@ package vaultseed
 
 import (
 	"context"
+	"time"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
 	"github.com/ohmlab/ohmlab-controller/internal/seeds"
@@ -31,6 +32,10 @@ type planInput struct {
 	// allowDelete is the target's allowDelete.
 	allowDelete bool
 	gen         templating.Generator
+	// fillBy, when set, is when value generation stops (a
+	// *templating.StoppedError), earlier than ctx's end so that the writes
+	// that follow still have time.
+	fillBy time.Time
 }
 
 // planned is one object observed and planned.
@@ -54,7 +59,7 @@ func (e readError) Unwrap() error { return e.err }
 // observePlan checks the object, reads its path and its sources through
 // in.kv, and plans (DESIGN.md, "Data flow of one reconcile"). A failed read
 // is a readError; any other error is the cycle check's or value
-// generation's.
+// generation's (*templating.StoppedError when it did not end by in.fillBy).
 func observePlan(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, in planInput) (planned, error) {
 	stop := func(res result) (planned, error) { return planned{stop: &res}, nil }
 	obj, analysis := seeds.Analyse(seed)
@@ -87,7 +92,13 @@ func observePlan(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, in planInp
 			observed.LandedToken = w.Token
 		}
 	}
-	p, err := plan(desired, observed, in.gen)
+	fillCtx := ctx
+	if !in.fillBy.IsZero() {
+		var cancel context.CancelFunc
+		fillCtx, cancel = context.WithDeadline(ctx, in.fillBy)
+		defer cancel()
+	}
+	p, err := plan(fillCtx, desired, observed, in.gen)
 	if err != nil {
 		return planned{}, err
 	}

@@ -1,6 +1,7 @@
 package vaultseed
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -200,9 +201,10 @@ func (p Plan) summary() Message {
 // the controller does with a path"). It reads and writes nothing; the values
 // it generates come from g (random, hex and uuid from g.Rand; age keys and
 // bcrypt salts from crypto/rand, see templating.Generator). The error is
-// returned only when values cannot be generated (a failing Rand); every
-// problem of the object or of the path is an outcome.
-func plan(d Desired, o Observed, g templating.Generator) (Plan, error) {
+// returned only when values cannot be generated (a failing Rand, or
+// *templating.StoppedError when ctx ends before they are); every problem of
+// the object or of the path is an outcome.
+func plan(ctx context.Context, d Desired, o Observed, g templating.Generator) (Plan, error) {
 	path := o.Path
 	if path == nil {
 		path = &vaultkv.Secret{}
@@ -287,7 +289,7 @@ func plan(d Desired, o Observed, g templating.Generator) (Plan, error) {
 	// Hidden: the keys with a dot in their name (and empty maps) that
 	// Flatten leaves out are in the tree the plan writes back, and no
 	// declared key is created in their place.
-	fill, err := g.Fill(d.Analysis, templating.FillInput{Current: remaining, Hidden: templating.Hidden(path.Data), Regenerate: regenerate, Refs: refs, Object: d.Owner,
+	fill, err := g.Fill(ctx, d.Analysis, templating.FillInput{Current: remaining, Hidden: templating.Hidden(path.Data), Regenerate: regenerate, Refs: refs, Object: d.Owner,
 		Checked: checkedPairs(d, path, current, o.Written)})
 	if err != nil {
 		return Plan{}, err

@@ -296,7 +296,7 @@ func runPlanCases(t *testing.T, cases []planCase) {
 			d := desired(t, tc.spec)
 			o := observe(&d, tc.path, tc.refs, tc.written)
 			o.LandedToken = tc.landedToken
-			got, err := plan(d, o, testGen())
+			got, err := plan(t.Context(), d, o, testGen())
 			if err != nil {
 				t.Fatalf("plan: %v", err)
 			}
@@ -916,7 +916,7 @@ func TestPlanRefPending(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := spec{data: tc.data, rotate: tc.rotate, prune: true, managed: []string{"db.user", "gone"}}
 			d := desired(t, s)
-			got, err := plan(d, observe(&d, tc.path, tc.refs, nil), testGen())
+			got, err := plan(t.Context(), d, observe(&d, tc.path, tc.refs, nil), testGen())
 			if err != nil {
 				t.Fatalf("plan: %v", err)
 			}
@@ -951,7 +951,7 @@ func TestPlanWaitingForACopyHashesNothing(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := desired(t, spec{data: data})
-			got, err := plan(d, observe(&d, tc.path, nil, nil), noHash)
+			got, err := plan(t.Context(), d, observe(&d, tc.path, nil, nil), noHash)
 			if tc.hashes {
 				if err == nil {
 					t.Fatalf("plan: no error from a generator that cannot hash; got %+v", got)
@@ -1028,7 +1028,7 @@ func TestPlanStop(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := spec{data: tc.data, prune: true, managed: []string{"a.c"}}
 			d := desired(t, s)
-			got, err := plan(d, observe(&d, tc.path, nil, nil), testGen())
+			got, err := plan(t.Context(), d, observe(&d, tc.path, nil, nil), testGen())
 			if err != nil {
 				t.Fatalf("plan: %v", err)
 			}
@@ -1377,7 +1377,7 @@ func withData(p Plan) Plan {
 
 func TestPlanRandError(t *testing.T) {
 	g := templating.Generator{Rand: failingReader{}, BcryptCost: bcrypt.MinCost}
-	got, err := plan(desired(t, spec{data: keycloak()}), Observed{Path: &vaultkv.Secret{}}, g)
+	got, err := plan(t.Context(), desired(t, spec{data: keycloak()}), Observed{Path: &vaultkv.Secret{}}, g)
 	if !errors.Is(err, errNoRandomness) {
 		t.Fatalf("err = %v, want one wrapping %v", err, errNoRandomness)
 	}
@@ -1386,7 +1386,7 @@ func TestPlanRandError(t *testing.T) {
 	}
 	// A plan that generates nothing does not read Rand.
 	hash := mustBcrypt(t, storedPassword)
-	if _, err := plan(desired(t, spec{data: keycloak()}), Observed{Path: ours(1, seeded(hash))}, g); err != nil {
+	if _, err := plan(t.Context(), desired(t, spec{data: keycloak()}), Observed{Path: ours(1, seeded(hash))}, g); err != nil {
 		t.Errorf("quiet resync read Rand: %v", err)
 	}
 }
@@ -1394,15 +1394,15 @@ func TestPlanRandError(t *testing.T) {
 func TestPlanDeterministic(t *testing.T) {
 	// age secrets and bcrypt salts come from crypto/rand, not g.Rand.
 	d := desired(t, spec{data: m{"a": "<random:24>", "b": "<hex:16>", "c": "<uuid>", "ph": "", "n": 3.0}})
-	p1, err1 := plan(d, Observed{Path: &vaultkv.Secret{}}, chachaGen(1))
-	p2, err2 := plan(d, Observed{Path: &vaultkv.Secret{}}, chachaGen(1))
+	p1, err1 := plan(t.Context(), d, Observed{Path: &vaultkv.Secret{}}, chachaGen(1))
+	p2, err2 := plan(t.Context(), d, Observed{Path: &vaultkv.Secret{}}, chachaGen(1))
 	if err1 != nil || err2 != nil {
 		t.Fatal(err1, err2)
 	}
 	if diff := cmp.Diff(p1, p2); diff != "" {
 		t.Errorf("same inputs and seed, different plans (-first +second):\n%s", diff)
 	}
-	p3, _ := plan(d, Observed{Path: &vaultkv.Secret{}}, chachaGen(2))
+	p3, _ := plan(t.Context(), d, Observed{Path: &vaultkv.Secret{}}, chachaGen(2))
 	if cmp.Equal(p1.Data, p3.Data) {
 		t.Error("another seed gave the same values")
 	}
@@ -1478,7 +1478,7 @@ func values(trees ...map[string]any) []string {
 func TestPlanNoValueInMessageOrSummary(t *testing.T) {
 	for _, tc := range noValueScenarios(t) {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := plan(desired(t, tc.spec), Observed{Path: tc.path, Refs: tc.refs}, chachaGen(3))
+			got, err := plan(t.Context(), desired(t, tc.spec), Observed{Path: tc.path, Refs: tc.refs}, chachaGen(3))
 			if err != nil {
 				t.Fatalf("plan: %v", err)
 			}
@@ -1530,7 +1530,7 @@ func TestPlanDoesNotMutateObserved(t *testing.T) {
 			for p, r := range tc.refs {
 				refsBefore[p] = deepCopy(r.Data)
 			}
-			got, err := plan(desired(t, tc.spec), Observed{Path: tc.path, Refs: tc.refs}, chachaGen(4))
+			got, err := plan(t.Context(), desired(t, tc.spec), Observed{Path: tc.path, Refs: tc.refs}, chachaGen(4))
 			if err != nil {
 				t.Fatalf("plan: %v", err)
 			}
@@ -1641,7 +1641,7 @@ func TestSummaryOfPlans(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := plan(desired(t, tc.spec), Observed{Path: tc.path, Refs: tc.refs}, testGen())
+			got, err := plan(t.Context(), desired(t, tc.spec), Observed{Path: tc.path, Refs: tc.refs}, testGen())
 			if err != nil {
 				t.Fatalf("plan: %v", err)
 			}

@@ -302,12 +302,20 @@ func (r *Reconciler) sync(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed) (
 		allowDelete: r.AllowDelete,
 		gen:         gen,
 	}
+	if end, ok := ctx.Deadline(); ok {
+		// The writes that follow generation need time of their own: it
+		// stops a quarter of the reconcile's time before its end.
+		in.fillBy = end.Add(-r.Timeout / 4)
+	}
 	for range maxCASAttempts {
 		pl, err := observePlan(ctx, seed, in)
 		var read readError
+		var stopped *templating.StoppedError
 		switch {
 		case errors.As(err, &read):
 			return backendOutcome(read.err), nil
+		case errors.As(err, &stopped) && ctx.Err() == nil:
+			return outcome{result: stalledResult(ohmlabv1alpha1.ReasonGenerationTimeout, textMessage(r.generationTimeoutMessage(seed)))}, nil
 		case err != nil:
 			return outcome{}, err
 		case pl.stop != nil:
@@ -337,6 +345,17 @@ func (r *Reconciler) sync(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed) (
 	}
 	return outcome{result: waitingResult(ohmlabv1alpha1.ReasonProgressing,
 		textMessage(fmt.Sprintf("the path changed during each of %d attempts; retrying", maxCASAttempts))), backoff: true}, nil
+}
+
+// generationTimeoutMessage is the stall of an object whose values were not
+// computed in the time a reconcile leaves to generation. It is Stalled, not
+// retried with backoff: each attempt costs the cores as much again, and
+// other objects' hashes share them.
+func (r *Reconciler) generationTimeoutMessage(seed *ohmlabv1alpha1.VaultSeed) string {
+	_, a := seeds.Analyse(seed)
+	return fmt.Sprintf("computing the object's values did not finish in the %s a reconcile leaves to it (of its %s): it declares %d bcrypt hashes and key pairs "+
+		"(at most %d are admitted), and bcrypt is slow by design; nothing is written to the path. Split the keys over several objects, or give the controller more CPU; "+
+		"this is checked again at the next resync", r.Timeout-r.Timeout/4, r.Timeout, templating.CostlyKeys(a), templating.MaxCostlyKeys)
 }
 
 // planResult is the result of a plan applied without error.

@@ -96,6 +96,8 @@ type controllerOptions struct {
 	cache func(cache.Cache) cache.Cache
 	// concurrency is the number of workers; default 2.
 	concurrency int
+	// bcryptCost is the generator's; default 4, the least, for fast tests.
+	bcryptCost int
 }
 
 // fixture is one test's controller and namespace.
@@ -155,10 +157,13 @@ func startController(t testing.TB, opts controllerOptions) *fixture {
 	if opts.client != nil {
 		c = opts.client(c)
 	}
+	if opts.bcryptCost == 0 {
+		opts.bcryptCost = 4
+	}
 	r := &Reconciler{
 		Client:       c,
 		KV:           f.kv,
-		Generator:    templating.Generator{BcryptCost: 4, Cache: templating.NewHashCache(rand.Reader)},
+		Generator:    templating.Generator{BcryptCost: opts.bcryptCost, Cache: templating.NewHashCache(rand.Reader)},
 		Recorder:     mgr.GetEventRecorder("ohmlab-controller"),
 		Metrics:      NewMetrics(prometheus.NewRegistry()),
 		Target:       "vault",

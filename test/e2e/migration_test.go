@@ -319,7 +319,7 @@ func (j *job) run() {
 				refs[k] = templating.Stringify(templating.Flatten(src.Data)[l.Ref.Key])
 			}
 		}
-		fill, err := templating.Generator{BcryptCost: 4}.Fill(a, templating.FillInput{Current: templating.Flatten(tree), Refs: refs})
+		fill, err := templating.Generator{BcryptCost: 4}.Fill(ctx, a, templating.FillInput{Current: templating.Flatten(tree), Refs: refs})
 		if err != nil || len(fill.Held) > 0 {
 			j.t.Errorf("the Job fills %s: %v %v", o.Path, err, fill.Held)
 			return
