@@ -2,11 +2,14 @@ package vaultseed
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf16"
@@ -52,10 +55,28 @@ type intent struct {
 	// Actions are the write's actions: the keys of each field action, an
 	// empty list for a path action (create, adopt, record-token).
 	Actions map[string][]string `json:"actions,omitempty"`
-	// Unlisted: the keys were too many to record; the record says only
-	// that a write of Version was made, so that nobody reports it on a
-	// guess.
-	Unlisted bool `json:"unlisted,omitempty"`
+	// Unlisted: the keys were too many to record; Keys is then the digest
+	// of their names (keysDigest), which the keys a version changed must
+	// match.
+	Unlisted bool   `json:"unlisted,omitempty"`
+	Keys     string `json:"keys,omitempty"`
+}
+
+// keysDigest is the SHA-256 of key names, sorted, one per line: what an
+// unlisted record keeps of its keys.
+func keysDigest(keys []string) string {
+	sorted := slices.Sorted(slices.Values(keys))
+	sum := sha256.Sum256([]byte(strings.Join(sorted, "\n")))
+	return hex.EncodeToString(sum[:])
+}
+
+// keys are the names of the record's field actions.
+func (w intent) keys() []string {
+	var out []string
+	for _, keys := range w.Actions {
+		out = append(out, keys...)
+	}
+	return out
 }
 
 // maxIntentParts bounds the custom_metadata values one record takes: 8 of
@@ -102,7 +123,8 @@ func intentKey(i int) string {
 func (w intent) metadata() map[string]string {
 	s := asciiJSON(w)
 	if len(s) > maxIntentParts*vaultkv.MaxMetadataValueBytes {
-		s = asciiJSON(intent{Version: w.Version, UID: w.UID, Generation: w.Generation, Base: w.Base, Until: w.Until, Token: w.Token, Unlisted: true})
+		s = asciiJSON(intent{Version: w.Version, UID: w.UID, Generation: w.Generation, Base: w.Base, Until: w.Until, Token: w.Token,
+			Unlisted: true, Keys: keysDigest(w.keys())})
 	}
 	md := map[string]string{}
 	for i := 0; s != ""; i++ {
@@ -185,7 +207,7 @@ func (w intent) reported(statusVersion int64, managed []ohmlabv1alpha1.ManagedKe
 // person wrote instead (the write's check-and-set then failed) changes
 // other keys or leaves a recorded key as it was.
 func (w intent) landedIn(written, before *vaultkv.Secret) bool {
-	if w.Unlisted || written == nil || !written.Exists || written.Deleted || written.Version != w.Version || !w.inTime(written.Created) {
+	if written == nil || !written.Exists || written.Deleted || written.Version != w.Version || !w.inTime(written.Created) {
 		return false
 	}
 	var was map[string]any
@@ -196,6 +218,9 @@ func (w intent) landedIn(written, before *vaultkv.Secret) bool {
 		was = before.Data
 	}
 	now, then := templating.Flatten(written.Data), templating.Flatten(was)
+	if w.Unlisted {
+		return w.Keys != "" && keysDigest(changed(then, now)) == w.Keys
+	}
 	recorded := map[string]bool{}
 	for name, keys := range w.Actions {
 		for _, k := range keys {
@@ -217,6 +242,23 @@ func (w intent) landedIn(written, before *vaultkv.Secret) bool {
 	return true
 }
 
+// changed are the keys whose value differs between two flattened trees,
+// present in one only included.
+func changed(then, now map[string]any) []string {
+	var out []string
+	for k, v := range now {
+		if was, ok := then[k]; !ok || !reflect.DeepEqual(was, v) {
+			out = append(out, k)
+		}
+	}
+	for k := range then {
+		if _, ok := now[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // inTime says whether a version created at created may be the record's
 // write: before its writer gave up, allowing for clock skew. A record
 // without Until (an earlier release's) bounds nothing.
@@ -229,10 +271,16 @@ func (w intent) inTime(created time.Time) bool {
 }
 
 // plan is the part of the recorded write's plan that its report needs: its
-// actions, the token record only when the path shows it.
-func (w intent) plan(tokenRecorded bool) Plan {
+// actions, the token record only when the path shows it. An unlisted
+// record's field actions are read off the versions it changed (written,
+// and before, nil for a new path).
+func (w intent) plan(tokenRecorded bool, written, before *vaultkv.Secret) Plan {
 	p := Plan{CAS: w.Version - 1}
-	for name, keys := range w.Actions {
+	actions := w.Actions
+	if w.Unlisted && written != nil {
+		actions = unlistedActions(w.Token, written, before)
+	}
+	for name, keys := range actions {
 		if name == ActionRecordToken && !tokenRecorded {
 			continue
 		}
@@ -245,6 +293,37 @@ func (w intent) plan(tokenRecorded bool) Plan {
 	}
 	sortActions(p.Actions)
 	return p
+}
+
+// unlistedActions are the field actions a write made, read off the
+// version it wrote and the one before: a key it added was created, one it
+// removed pruned, one it changed rotated when it recorded a token, else
+// updated.
+func unlistedActions(token string, written, before *vaultkv.Secret) map[string][]string {
+	var was map[string]any
+	if before != nil {
+		was = before.Data
+	}
+	then, now := templating.Flatten(was), templating.Flatten(written.Data)
+	out := map[string][]string{}
+	if token != "" {
+		out[ActionRecordToken] = []string{}
+	}
+	for _, k := range changed(then, now) {
+		_, had := then[k]
+		_, has := now[k]
+		name := ActionUpdateField
+		switch {
+		case !had:
+			name = ActionCreateField
+		case !has:
+			name = ActionDeleteField
+		case token != "":
+			name = ActionRotate
+		}
+		out[name] = append(out[name], k)
+	}
+	return out
 }
 
 // rotated says whether the write applied the declared rotation token that
@@ -280,10 +359,6 @@ func (r *Reconciler) landed(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed,
 		return nil
 	}
 	log := ctrl.LoggerFrom(ctx).WithValues("path", seed.Spec.Path, "version", w.Version)
-	if w.Unlisted {
-		log.Info("cannot tell which keys an unreported write named: they were too many to record")
-		return nil
-	}
 	written, before := path, (*vaultkv.Secret)(nil)
 	var err error
 	if path.Version > w.Version {
@@ -300,7 +375,7 @@ func (r *Reconciler) landed(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed,
 		return nil
 	}
 	if !reported {
-		p := w.plan(path.CustomMetadata[ohmlabv1alpha1.RotationTokenMetadataKey] == w.Token)
+		p := w.plan(path.CustomMetadata[ohmlabv1alpha1.RotationTokenMetadataKey] == w.Token, written, before)
 		r.Metrics.wrote(r.Target, seed.Namespace, seed.Name)
 		r.event(seed, corev1.EventTypeNormal, eventReason(p), "Write", writeNote(p, w.Version))
 		log.Info("an unreported write had landed", "changes", p.Summary())

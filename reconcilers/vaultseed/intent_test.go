@@ -50,7 +50,7 @@ func TestIntentMetadataRoundTrip(t *testing.T) {
 			name:      "key names past every part: a record without them",
 			w:         intent{Version: 9, Token: "t2", Actions: map[string][]string{ActionCreateField: manyKeys(200)}},
 			wantParts: 1,
-			want:      intent{Version: 9, Token: "t2", Unlisted: true},
+			want:      intent{Version: 9, Token: "t2", Unlisted: true, Keys: keysDigest(manyKeys(200))},
 		},
 	}
 	for _, tt := range tests {
@@ -186,7 +186,11 @@ func TestIntentLandedIn(t *testing.T) {
 		{name: "the version before deleted", w: rotation, written: at(5, m{"admin": m{"password": "new"}}), before: &vaultkv.Secret{Exists: true, Version: 4, Deleted: true}},
 		{name: "the written version deleted", w: rotation, written: &vaultkv.Secret{Exists: true, Version: 5, Deleted: true}, before: at(4, m{"admin": m{"password": "old"}})},
 		{name: "another version", w: rotation, written: at(6, m{"admin": m{"password": "new"}}), before: at(4, m{"admin": m{"password": "old"}})},
-		{name: "an unlisted record", w: intent{Version: 5, Unlisted: true}, written: at(5, m{"a": "b"}), before: at(4, m{})},
+		{name: "an unlisted record without a digest (an earlier release's)", w: intent{Version: 5, Unlisted: true}, written: at(5, m{"a": "b"}), before: at(4, m{})},
+		{name: "an unlisted record: the keys changed are the digest's", w: intent{Version: 5, Unlisted: true, Keys: keysDigest([]string{"a", "gone"})},
+			written: at(5, m{"a": "b", "same": "s"}), before: at(4, m{"gone": "g", "same": "s"}), want: true},
+		{name: "an unlisted record: a person's write changed another key too", w: intent{Version: 5, Unlisted: true, Keys: keysDigest([]string{"a"})},
+			written: at(5, m{"a": "b", "typed": "t"}), before: at(4, m{})},
 		{name: "planned on another life of the path: the version before has another created_time", w: based,
 			written: stamped(5, t0.Add(time.Second), m{"admin": m{"password": "new"}}), before: stamped(4, t0.Add(-time.Hour), m{"admin": m{"password": "old"}})},
 		{name: "planned on the version before, created in time", w: based,
@@ -219,9 +223,20 @@ func TestIntentPlan(t *testing.T) {
 		{name: "an adoption that creates keys and prunes one", w: intent{Version: 5, Actions: map[string][]string{ActionAdopt: {}, ActionCreateField: {"new"}, ActionDeleteField: {"old"}}},
 			wantSummary: "1 adopt, 1 create-field (new), 1 delete-field (old)", wantReason: "Adopted"},
 	}
+	unlisted := intent{Version: 5, Token: "t2", Unlisted: true}
+	written := &vaultkv.Secret{Exists: true, Version: 5, Data: m{"admin": m{"password": "new"}, "new": "n", "same": "s"}}
+	before := &vaultkv.Secret{Exists: true, Version: 4, Data: m{"admin": m{"password": "old"}, "old": "o", "same": "s"}}
+	tests = append(tests, struct {
+		name          string
+		w             intent
+		tokenRecorded bool
+		wantSummary   string
+		wantReason    string
+	}{name: "an unlisted rotation: its actions read off the versions", w: unlisted, tokenRecorded: true,
+		wantSummary: "1 create-field (new), 1 delete-field (old), 1 rotate (admin.password), 1 record-token", wantReason: "Rotated"})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := tt.w.plan(tt.tokenRecorded)
+			p := tt.w.plan(tt.tokenRecorded, written, before)
 			if got := p.Summary(); got != tt.wantSummary {
 				t.Errorf("summary %q, want %q", got, tt.wantSummary)
 			}

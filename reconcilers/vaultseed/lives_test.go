@@ -6,7 +6,9 @@ package vaultseed
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+	"github.com/ohmlab/ohmlab-controller/templating"
 	"github.com/ohmlab/ohmlab-controller/vaultkv"
 )
 
@@ -163,4 +166,101 @@ func TestAnObjectThatLostItsStatusPrunesNothing(t *testing.T) {
 			assertNoValueEmitted(t, f, after.Data)
 		})
 	}
+}
+
+// TestARotationTooLongToListItsKeysIsMadeOnce: a rotation of more keys than
+// the record of a write can name (it keeps their digest) lands, and its
+// process stops before recording the token; the successor finds the write
+// and records the token without rotating again.
+func TestARotationTooLongToListItsKeysIsMadeOnce(t *testing.T) {
+	g := NewWithT(t)
+	startServers(t)
+	tree := map[string]any{}
+	for _, k := range manyKeys(120) {
+		templating.SetPath(tree, k, "<random:8>")
+	}
+	data, err := json.Marshal(tree)
+	g.Expect(err).NotTo(HaveOccurred())
+	first := startController(t, controllerOptions{})
+	path := first.path("app")
+	first.create(first.seed("app", path, string(data)))
+	first.waitReady("app")
+	first.cancel()
+
+	killed := &killedAfterWrite{KV: rootKV(t), written: make(chan struct{})}
+	rotating := startController(t, controllerOptions{kv: killed, namespace: first.ns})
+	rotating.update("app", func(o *ohmlabv1alpha1.VaultSeed) { o.Spec.Rotate = &ohmlabv1alpha1.Rotation{Token: "t1"} })
+	select {
+	case <-killed.written:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the rotation was never written")
+	}
+	rotating.cancel()
+	rotated := readPath(t, path)
+	g.Expect(rotated.Version).To(Equal(2))
+	g.Expect(rotated.Metadata).NotTo(HaveKey(ohmlabv1alpha1.RotationTokenMetadataKey), "stopped before recording the token")
+	record, ok := recordedIntent(stringMetadata(rotated.Metadata))
+	g.Expect(ok).To(BeTrue())
+	g.Expect(record.Unlisted).To(BeTrue(), "the record is too long to name the keys")
+
+	successor := startController(t, controllerOptions{namespace: first.ns})
+	successor.waitReady("app")
+	after := readPath(t, path)
+	g.Expect(after.Version).To(Equal(2), "rotated once")
+	g.Expect(after.Data).To(Equal(rotated.Data))
+	g.Expect(after.Metadata).To(HaveKeyWithValue(ohmlabv1alpha1.RotationTokenMetadataKey, "t1"))
+	assertNoValueEmitted(t, successor, after.Data)
+}
+
+// stringMetadata is custom_metadata as vaultkv reads it.
+func stringMetadata(md map[string]any) map[string]string {
+	out := make(map[string]string, len(md))
+	for k, v := range md {
+		out[k], _ = v.(string)
+	}
+	return out
+}
+
+// killedAfterWrite is a process killed right after its first data write
+// lands: nothing it sends afterwards reaches Vault.
+type killedAfterWrite struct {
+	vaultkv.KV
+	mu      sync.Mutex
+	killed  bool
+	written chan struct{}
+}
+
+func (k *killedAfterWrite) alive() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.killed {
+		return errKilled
+	}
+	return nil
+}
+
+func (k *killedAfterWrite) Read(ctx context.Context, path string) (*vaultkv.Secret, error) {
+	if err := k.alive(); err != nil {
+		return nil, err
+	}
+	return k.KV.Read(ctx, path)
+}
+
+func (k *killedAfterWrite) Mark(ctx context.Context, path string, md map[string]string) error {
+	if err := k.alive(); err != nil {
+		return err
+	}
+	return k.KV.Mark(ctx, path, md)
+}
+
+func (k *killedAfterWrite) Write(ctx context.Context, path string, data map[string]any, cas int) (vaultkv.Written, error) {
+	if err := k.alive(); err != nil {
+		return vaultkv.Written{}, err
+	}
+	w, err := k.KV.Write(ctx, path, data, cas)
+	k.mu.Lock()
+	k.killed = true
+	k.mu.Unlock()
+	close(k.written)
+	return w, err
 }
