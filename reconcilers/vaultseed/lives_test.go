@@ -91,7 +91,8 @@ path "ohmlab/metadata/*" { capabilities = ["read", "create", "update", "patch"] 
 	g.Expect(err).NotTo(HaveOccurred())
 	second := startController(t, controllerOptions{kv: refused, namespace: first.ns})
 	second.update("app", func(o *ohmlabv1alpha1.VaultSeed) { o.Spec.Data.Raw = []byte(`{"a": "<random:8>", "b": "<random:8>"}`) })
-	second.waitReason("app", ohmlabv1alpha1.ReasonForbidden, 10*time.Second)
+	refusedAt := second.waitReason("app", ohmlabv1alpha1.ReasonForbidden, 10*time.Second)
+	g.Expect(refusedAt.Status.Version).To(Equal(int64(1)), "a refused write leaves status at the version read, not 0")
 	second.cancel()
 
 	// A person fills b in by hand: exactly the key the refused write named.
@@ -160,6 +161,10 @@ func TestAnObjectThatLostItsStatusPrunesNothing(t *testing.T) {
 			got := f.waitReady("app")
 			after := readPath(t, path)
 			g.Expect(after.Data).To(Equal(before.Data), "nothing pruned, nothing written")
+			// ohmlab plan, given the object as it is, agrees.
+			previews, err := PreviewSeeds(context.Background(), rootKV(t), []*ohmlabv1alpha1.VaultSeed{got}, PreviewOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(previews[0].Actions).To(BeEmpty(), "ohmlab plan: %s", previews[0].Writes)
 			g.Expect(after.Version).To(Equal(before.Version))
 			g.Expect(got.Status.ManagedKeys).To(BeEmpty(), "the keys of a write this object did not see are not its own")
 			g.Expect(got.Status.Version).To(Equal(int64(before.Version)))
@@ -263,4 +268,51 @@ func (k *killedAfterWrite) Write(ctx context.Context, path string, data map[stri
 	k.mu.Unlock()
 	close(k.written)
 	return w, err
+}
+
+// TestStaleCopyWritesNothing: a copy of the object older than the
+// generation that wrote the path's last record (another process's cache
+// lagging behind during a shard move) plans nothing; another object's
+// record, or none, is no reason to wait.
+func TestStaleCopyWritesNothing(t *testing.T) {
+	record := func(uid string, generation int64) *vaultkv.Secret {
+		w := intent{Version: 3, UID: uid, Generation: generation, Actions: map[string][]string{ActionRotate: {"a"}}}
+		return &vaultkv.Secret{Exists: true, Version: 3, CustomMetadata: w.metadata()}
+	}
+	seed := &ohmlabv1alpha1.VaultSeed{}
+	seed.UID, seed.Generation = "u1", 4
+	tests := []struct {
+		name string
+		path *vaultkv.Secret
+		want bool
+	}{
+		{name: "written by a newer generation of this object", path: record("u1", 5), want: true},
+		{name: "written by this generation", path: record("u1", 4)},
+		{name: "written by an older generation", path: record("u1", 3)},
+		{name: "written by another object under the same name", path: record("u0", 9)},
+		{name: "no record", path: &vaultkv.Secret{Exists: true, Version: 3}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := staleCopy(seed, tt.path); got != tt.want {
+				t.Errorf("staleCopy = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestUnreportedKeysAreTheObjectsOwn: what a failed status write left in
+// memory is the object's by UID: an object deleted and created again under
+// the same name does not inherit it.
+func TestUnreportedKeysAreTheObjectsOwn(t *testing.T) {
+	r := &Reconciler{}
+	seed := &ohmlabv1alpha1.VaultSeed{}
+	seed.Namespace, seed.Name, seed.UID = "ns", "app", "u1"
+	kept := []ohmlabv1alpha1.ManagedKey{{Key: "a", Version: 1, CreatedTime: "2026-12-06T05:00:00Z"}}
+	r.unreported.Store(client.ObjectKeyFromObject(seed), unreported{uid: "u1", managedKeys: kept})
+	g := NewWithT(t)
+	g.Expect(r.managed(seed)).To(Equal(kept))
+	again := seed.DeepCopy()
+	again.UID = "u2"
+	g.Expect(r.managed(again)).To(BeEmpty(), "created again under the same name")
 }

@@ -313,11 +313,14 @@ func TestFaults(t *testing.T) {
 					r.fail("%d KV versions beyond the clean run (%d)", r.got-r.clean, r.clean)
 				}
 				// A process that exits before its status write (killed, or
-				// its Lease lost while the kube-apiserver was down) leaves
-				// the record of its write on the path: the next Lease
-				// holder reports it (issue 23, item 6), as a surviving
-				// writer does (issue 12, item 4).
-				if !slices.Equal(r.managed, clean.managed) {
+				// its Lease lost while the kube-apiserver was down), or a
+				// writer that lost the answer, leaves the record of its
+				// write on the path: the next reconcile reports its event
+				// and its counted write, but only a write whose answer the
+				// controller saw makes a key managed (docs/DESIGN.md,
+				// "Provenance"), so those keys may be missing, never added.
+				unanswered := r.writerExited || st.name == "after the data write"
+				if unanswered && !subset(r.managed, clean.managed) || !unanswered && !slices.Equal(r.managed, clean.managed) {
 					r.fail("status.managedKeys %v, clean run %v", r.managed, clean.managed)
 				}
 				if r.statusVersion != r.got {
@@ -706,4 +709,14 @@ func casMismatchesOf(c *e2e.Controller) int {
 	}
 	n, _ := strconv.Atoi(m[1])
 	return n
+}
+
+// subset says whether every key of a is in b.
+func subset(a, b []string) bool {
+	for _, k := range a {
+		if !slices.Contains(b, k) {
+			return false
+		}
+	}
+	return true
 }
