@@ -175,11 +175,16 @@ func recordedIntent(md map[string]string) (intent, bool) {
 	return intent{}, false
 }
 
-// reported says whether the object's status already tells of the write:
-// status.version at or past it, or status.managedKeys holding the keys it
+// reported says whether the object's status tells of the write, or of
+// anything but the version it was planned on: status.version elsewhere,
+// or status.managedKeys (as this process knows them) holding the keys it
 // wrote at its version and not the keys it pruned.
 func (w intent) reported(statusVersion int64, managed []ohmlabv1alpha1.ManagedKey) bool {
-	if statusVersion >= int64(w.Version) {
+	// Only a status left where the write began (at the version it was
+	// planned on) tells of a writer that stopped before reporting it; one
+	// anywhere else was written since, or lost or cleared (version 0 after
+	// a later write), and is no reason to report the write again.
+	if statusVersion != int64(w.Version-1) {
 		return true
 	}
 	if w.Unlisted {
@@ -240,6 +245,17 @@ func (w intent) landedIn(written, before *vaultkv.Secret) bool {
 		}
 	}
 	return true
+}
+
+// reportable says whether the write may still be reported late at now: no
+// later than one reconcile (within) after its writer's deadline. A record
+// without a deadline (an earlier release's) may be.
+func (w intent) reportable(now time.Time, within time.Duration) bool {
+	if w.Until == "" {
+		return true
+	}
+	until, err := time.Parse(time.RFC3339Nano, w.Until)
+	return err == nil && now.Before(until.Add(maxClockSkew+within))
 }
 
 // changed are the keys whose value differs between two flattened trees,
@@ -374,7 +390,11 @@ func (r *Reconciler) landed(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed,
 	if !w.landedIn(written, before) {
 		return nil
 	}
-	if !reported {
+	// A status cleared after a first write is at the version it was
+	// planned on too: a write is reported late only within one reconcile
+	// of its writer's deadline, when a writer that stopped has been
+	// replaced; after that, it is history.
+	if !reported && w.reportable(time.Now(), r.Timeout) {
 		p := w.plan(path.CustomMetadata[ohmlabv1alpha1.RotationTokenMetadataKey] == w.Token, written, before)
 		r.Metrics.wrote(r.Target, seed.Namespace, seed.Name)
 		r.event(seed, corev1.EventTypeNormal, eventReason(p), "Write", writeNote(p, w.Version))

@@ -137,6 +137,8 @@ func TestIntentReported(t *testing.T) {
 		{name: "status.version before it, keys at an older version", w: w, statusVersion: 5, managed: mk("a", 5, "b", 5, "gone", 3)},
 		{name: "status.version at it", w: w, statusVersion: 6, want: true},
 		{name: "status.version past it", w: w, statusVersion: 9, want: true},
+		{name: "status lost or cleared: version 0 after a later write", w: w, want: true},
+		{name: "status.version older than the version it was planned on", w: w, statusVersion: 4, want: true},
 		{name: "managed keys at its version, the pruned one gone", w: w, statusVersion: 5, managed: mk("a", 6, "b", 6), want: true},
 		{name: "managed keys at its version, the pruned one still listed", w: w, statusVersion: 5, managed: mk("a", 6, "b", 6, "gone", 3)},
 		{name: "an unlisted record, status.version before it", w: intent{Version: 6, Unlisted: true}, statusVersion: 5},

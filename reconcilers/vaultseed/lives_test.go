@@ -151,11 +151,15 @@ func TestAnObjectThatLostItsStatusPrunesNothing(t *testing.T) {
 			g := NewWithT(t)
 			f := startController(t, controllerOptions{})
 			path := f.path("app")
-			obj := f.seed("app", path, `{"a": "<random:8>", "b": "<random:8>", "c": "<random:8>"}`)
+			obj := f.seed("app", path, `{"a": "<random:8>", "b": "<random:8>"}`)
 			obj.Spec.Prune = true
 			f.create(obj)
 			f.waitReady("app")
+			f.update("app", func(o *ohmlabv1alpha1.VaultSeed) { o.Spec.Data.Raw = []byte(`{"a": "<random:8>", "b": "<random:8>", "c": "<random:8>"}`) })
+			g.Eventually(func() int { return readPath(t, path).Version }).Should(Equal(2))
+			f.waitReady("app")
 			before := readPath(t, path)
+			writes := f.value("ohmlab_data_writes_total", map[string]string{"name": "app"})
 
 			tt.lose(f, obj)
 			got := f.waitReady("app")
@@ -167,6 +171,10 @@ func TestAnObjectThatLostItsStatusPrunesNothing(t *testing.T) {
 			g.Expect(previews[0].Actions).To(BeEmpty(), "ohmlab plan: %s", previews[0].Writes)
 			g.Expect(after.Version).To(Equal(before.Version))
 			g.Expect(got.Status.ManagedKeys).To(BeEmpty(), "the keys of a write this object did not see are not its own")
+			g.Consistently(func() int { return f.emissions("app", "Normal", "Updated") }).WithTimeout(2*time.Second).Should(Equal(1),
+				"the last write is reported once, not again for an object without status")
+			g.Expect(f.value("ohmlab_data_writes_total", map[string]string{"name": "app"})).To(BeNumerically("<=", writes),
+				"no write counted again")
 			g.Expect(got.Status.Version).To(Equal(int64(before.Version)))
 			assertNoValueEmitted(t, f, after.Data)
 		})
