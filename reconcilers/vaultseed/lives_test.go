@@ -155,7 +155,9 @@ func TestAnObjectThatLostItsStatusPrunesNothing(t *testing.T) {
 			obj.Spec.Prune = true
 			f.create(obj)
 			f.waitReady("app")
-			f.update("app", func(o *ohmlabv1alpha1.VaultSeed) { o.Spec.Data.Raw = []byte(`{"a": "<random:8>", "b": "<random:8>", "c": "<random:8>"}`) })
+			f.update("app", func(o *ohmlabv1alpha1.VaultSeed) {
+				o.Spec.Data.Raw = []byte(`{"a": "<random:8>", "b": "<random:8>", "c": "<random:8>"}`)
+			})
 			g.Eventually(func() int { return readPath(t, path).Version }).Should(Equal(2))
 			f.waitReady("app")
 			before := readPath(t, path)

@@ -1228,7 +1228,7 @@ func TestPlanPruneKeepsWhatChangedSinceTheControllerWroteIt(t *testing.T) {
 				CAS:         7,
 				ManagedKeys: []string{"kept"},
 				Carried:     []string{"kept"},
-				Kept:        []Kept{{Key: "gone-version", Why: "cannot tell: version 2 is no longer kept"}, {Key: "ph", Why: "changed since the controller wrote it"}},
+				Kept:        []Kept{{Key: "gone-version", Why: "cannot tell: version 2 can no longer be read (deleted, destroyed or past max_versions)"}, {Key: "ph", Why: "changed since the controller wrote it"}},
 			},
 		},
 		{
@@ -1236,9 +1236,9 @@ func TestPlanPruneKeepsWhatChangedSinceTheControllerWroteIt(t *testing.T) {
 			spec: spec{data: data, prune: true, managed: managed, writtenAt: map[string]int{"gen": 1, "ph": 1, "kept": 3, "gone-version": 1}},
 			path: ours(7, current),
 			want: Plan{CAS: 7, ManagedKeys: []string{"kept"}, Kept: []Kept{
-				{Key: "gen", Why: "cannot tell: version 1 is no longer kept"},
-				{Key: "gone-version", Why: "cannot tell: version 1 is no longer kept"},
-				{Key: "ph", Why: "cannot tell: version 1 is no longer kept"},
+				{Key: "gen", Why: "cannot tell: version 1 can no longer be read (deleted, destroyed or past max_versions)"},
+				{Key: "gone-version", Why: "cannot tell: version 1 can no longer be read (deleted, destroyed or past max_versions)"},
+				{Key: "ph", Why: "cannot tell: version 1 can no longer be read (deleted, destroyed or past max_versions)"},
 			}},
 		},
 		{
@@ -1337,7 +1337,7 @@ func TestKeptMessage(t *testing.T) {
 		{Key: "c", Why: keptChanged},
 		{Key: "d", Why: keptUnknownVersion},
 	})
-	want := "changed since the controller wrote it: a, c; cannot tell: version 3 is no longer kept: b; cannot tell: recorded by an earlier release without its version: d"
+	want := "changed since the controller wrote it: a, c; cannot tell: version 3 can no longer be read (deleted, destroyed or past max_versions): b; cannot tell: recorded by an earlier release without its version: d"
 	if diff := cmp.Diff(want, got.String()); diff != "" {
 		t.Errorf("keptMessage (-want +got):\n%s", diff)
 	}

@@ -38,11 +38,11 @@ const (
 // keptVersionGone is why a key whose recorded version Vault no longer
 // keeps (max_versions, delete_version_after, a destroyed version) is kept.
 func keptVersionGone(version int) string {
-	return fmt.Sprintf("cannot tell: version %d is no longer kept", version)
+	return fmt.Sprintf("cannot tell: version %d can no longer be read (deleted, destroyed or past max_versions)", version)
 }
 
 // keptMessage groups kept keys by why, for the Kept event: "changed since
-// the controller wrote it: a, b; cannot tell: version 3 is no longer kept:
+// the controller wrote it: a, b; cannot tell: version 3 can no longer be read (deleted, destroyed or past max_versions):
 // c". It names keys, never values; each key is an item, so a capped
 // message leaves out keys.
 func keptMessage(kept []Kept) Message {

@@ -112,7 +112,7 @@ func TestPruneAfterMoreVersionsThanVaultKeeps(t *testing.T) {
 			g.Expect(got.Data["other"]).To(Equal(fmt.Sprintf("typed-by-a-person-%d", 2*keptVersions-1)), "the last hand edit")
 			g.Expect(stamped(t, obj.Status.ManagedKeys)).To(Equal([]ohmlabv1alpha1.ManagedKey{{Key: "keep", Version: int64(got.Version)}}))
 			g.Eventually(func() []string { return f.events("app") }).Should(ContainElement(
-				"Normal Kept: kept: cannot tell: version 1 is no longer kept: typed"), "old is not kept")
+				"Normal Kept: kept: cannot tell: version 1 can no longer be read (deleted, destroyed or past max_versions): typed"), "old is not kept")
 			assertNoValueEmitted(t, f, got.Data)
 		})
 	}
@@ -140,7 +140,7 @@ func TestPruneCannotTellOnceTheVersionIsGone(t *testing.T) {
 	g.Expect(keyNames(got.Data)).To(ContainElement("old"), "version 1 is gone: the controller cannot tell that old is its own")
 	g.Expect(managedNames(obj)).To(Equal([]string{"keep"}), "kept keys are no longer managed")
 	g.Eventually(func() []string { return f.events("app") }).Should(ContainElement(
-		"Normal Kept: kept: cannot tell: version 1 is no longer kept: old"))
+		"Normal Kept: kept: cannot tell: version 1 can no longer be read (deleted, destroyed or past max_versions): old"))
 	assertNoValueEmitted(t, f, got.Data)
 }
 
