@@ -36,6 +36,19 @@ func stamped(t testing.TB, keys []ohmlabv1alpha1.ManagedKey) []ohmlabv1alpha1.Ma
 	return out
 }
 
+// pruning is obj with prune: true.
+func pruning(obj *ohmlabv1alpha1.VaultSeed) *ohmlabv1alpha1.VaultSeed {
+	obj.Spec.Prune = true
+	return obj
+}
+
+// createReady creates obj and waits until it is Ready.
+func (f *fixture) createReady(obj *ohmlabv1alpha1.VaultSeed) *ohmlabv1alpha1.VaultSeed {
+	f.t.Helper()
+	f.create(obj)
+	return f.waitReady(obj.Name)
+}
+
 // TestPruneSparesAPathPutAgainByHand: the path is deleted with its metadata
 // and put again by hand (what the PathDeleted message suggests, or a
 // migration): its version 1 is a person's, not the controller's version 1,
@@ -44,10 +57,7 @@ func TestPruneSparesAPathPutAgainByHand(t *testing.T) {
 	g := NewWithT(t)
 	f := startController(t, controllerOptions{})
 	path := f.path("app")
-	obj := f.seed("app", path, `{"a": "<random:8>", "b": "<random:8>"}`)
-	obj.Spec.Prune = true
-	f.create(obj)
-	f.waitReady("app")
+	f.createReady(pruning(f.seed("app", path, `{"a": "<random:8>", "b": "<random:8>"}`)))
 
 	g.Expect(rootKV(t).Delete(context.Background(), path)).To(Succeed())
 	typed := map[string]any{"a": "typed-a", "b": "typed-b"}
@@ -73,10 +83,7 @@ func TestAPersonsWriteMatchingAFailedWriteIsNotTheControllers(t *testing.T) {
 	ctx := context.Background()
 	first := startController(t, controllerOptions{})
 	path := first.path("app")
-	obj := first.seed("app", path, `{"a": "<random:8>"}`)
-	obj.Spec.Prune = true
-	first.create(obj)
-	first.waitReady("app")
+	first.createReady(pruning(first.seed("app", path, `{"a": "<random:8>"}`)))
 	first.cancel()
 
 	policy := "ohmlab-no-data-write-" + fmt.Sprint(time.Now().UnixNano())
@@ -151,10 +158,7 @@ func TestAnObjectThatLostItsStatusPrunesNothing(t *testing.T) {
 			g := NewWithT(t)
 			f := startController(t, controllerOptions{})
 			path := f.path("app")
-			obj := f.seed("app", path, `{"a": "<random:8>", "b": "<random:8>"}`)
-			obj.Spec.Prune = true
-			f.create(obj)
-			f.waitReady("app")
+			obj := f.createReady(pruning(f.seed("app", path, `{"a": "<random:8>", "b": "<random:8>"}`)))
 			f.update("app", func(o *ohmlabv1alpha1.VaultSeed) {
 				o.Spec.Data.Raw = []byte(`{"a": "<random:8>", "b": "<random:8>", "c": "<random:8>"}`)
 			})
