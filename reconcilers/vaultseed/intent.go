@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
 	"github.com/ohmlab/ohmlab-controller/internal/seeds"
@@ -48,8 +49,14 @@ type intent struct {
 	// deadline): a version created later, allowing for clock skew, is not
 	// its write.
 	Until string `json:"until,omitempty"`
-	// Void: the write was refused; the record tells of nothing.
+	// Void: the write was refused; the record tells of nothing but
+	// Rotated.
 	Void bool `json:"void,omitempty"`
+	// Rotated is the version at which a rotation for Token landed, when
+	// this write only records that token (its writer found the rotation
+	// landed and its token not recorded): whether or not this write lands,
+	// that rotation is not made again. 0 when none.
+	Rotated int `json:"rotated,omitempty"`
 	// Token is the rotation token recorded after the write, "" when none.
 	Token string `json:"token,omitempty"`
 	// Actions are the write's actions: the keys of each field action, an
@@ -92,7 +99,7 @@ const maxClockSkew = time.Minute
 // deadline.
 func intentOf(ctx context.Context, p Plan, seed *ohmlabv1alpha1.VaultSeed) intent {
 	w := intent{Version: p.CAS + 1, UID: string(seed.UID), Generation: seed.Generation, Base: createdTime(p.Base),
-		Token: p.RecordToken, Actions: map[string][]string{}}
+		Token: p.RecordToken, Rotated: p.Rotated, Actions: map[string][]string{}}
 	if deadline, ok := ctx.Deadline(); ok {
 		w.Until = deadline.UTC().Format(time.RFC3339Nano)
 	}
@@ -124,7 +131,7 @@ func (w intent) metadata() map[string]string {
 	s := asciiJSON(w)
 	if len(s) > maxIntentParts*vaultkv.MaxMetadataValueBytes {
 		s = asciiJSON(intent{Version: w.Version, UID: w.UID, Generation: w.Generation, Base: w.Base, Until: w.Until, Token: w.Token,
-			Unlisted: true, Keys: keysDigest(w.keys())})
+			Rotated: w.Rotated, Unlisted: true, Keys: keysDigest(w.keys())})
 	}
 	md := map[string]string{}
 	for i := 0; s != ""; i++ {
@@ -169,7 +176,7 @@ func recordedIntent(md map[string]string) (intent, bool) {
 		s.WriteString(part)
 		var w intent
 		if json.Unmarshal([]byte(s.String()), &w) == nil && w.Version > 0 {
-			return w, !w.Void
+			return w, true
 		}
 	}
 	return intent{}, false
@@ -357,22 +364,33 @@ func (w intent) rotated(declared string, path *vaultkv.Secret) bool {
 // before it, only then. Its keys are not made managed: only a write whose
 // answer the controller saw makes a key one a prune may remove
 // (DESIGN.md, "Provenance").
-func (r *Reconciler) landed(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, path *vaultkv.Secret) *intent {
+func (r *Reconciler) landed(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, path *vaultkv.Secret) (*intent, error) {
 	w, ok := recordedIntent(path.CustomMetadata)
-	if r.ObserveOnly || !ok || !path.Exists || path.Deleted || path.Version < w.Version ||
-		path.CustomMetadata[ohmlabv1alpha1.OwnerMetadataKey] != seeds.Owner(seed) {
-		return nil
+	if r.ObserveOnly || !ok || !path.Exists || path.Deleted || path.CustomMetadata[ohmlabv1alpha1.OwnerMetadataKey] != seeds.Owner(seed) {
+		return nil, nil
 	}
 	var declared string
 	if seed.Spec.Rotate != nil {
 		declared = seed.Spec.Rotate.Token
 	}
+	if w.Rotated > 0 && w.Rotated <= path.Version && w.rotated(declared, path) {
+		// A writer found the rotation for this token landed and did not
+		// record the token, whether or not its own write did.
+		return &intent{Version: w.Rotated, Token: w.Token}, nil
+	}
+	if w.Void || path.Version < w.Version {
+		return nil, nil
+	}
 	// The write of another object under the same name (deleted and
 	// created again) is not this object's to report; its rotation landed
-	// on the path all the same, and is not made twice.
-	reported := w.UID != string(seed.UID) || w.reported(seed.Status.Version, r.managed(seed))
-	if reported && !w.rotated(declared, path) {
-		return nil
+	// on the path all the same, and is not made twice. A write whose
+	// status write failed in this process is in unreported: reported.
+	u, pending := r.unreported.Load(client.ObjectKeyFromObject(seed))
+	pending = pending && u.(unreported).uid == seed.UID
+	reported := w.UID != string(seed.UID) || pending || w.reported(seed.Status.Version, r.managed(seed))
+	rotated := w.rotated(declared, path)
+	if reported && !rotated {
+		return nil, nil
 	}
 	log := ctrl.LoggerFrom(ctx).WithValues("path", seed.Spec.Path, "version", w.Version)
 	written, before := path, (*vaultkv.Secret)(nil)
@@ -384,11 +402,18 @@ func (r *Reconciler) landed(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed,
 		before, err = r.KV.ReadVersion(ctx, seed.Spec.Path, w.Version-1)
 	}
 	if err != nil {
-		log.Info("cannot tell whether an unreported write landed", "reason", err.Error())
-		return nil
+		// Not knowing whether a rotation landed must not rotate again.
+		return nil, err
+	}
+	if !readable(written) || w.Version > 1 && !readable(before) {
+		if rotated {
+			log.Info("cannot tell whether the write that rotated for the declared token landed: its versions can no longer be read; the token is recorded, not rotated again")
+			return &w, nil
+		}
+		return nil, nil
 	}
 	if !w.landedIn(written, before) {
-		return nil
+		return nil, nil
 	}
 	// A status cleared after a first write is at the version it was
 	// planned on too: a write is reported late only within one reconcile
@@ -401,7 +426,12 @@ func (r *Reconciler) landed(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed,
 		log.Info("an unreported write had landed", "changes", p.Summary())
 		r.notifyDependents(ctx, seed.Spec.Path)
 	}
-	return &w
+	return &w, nil
+}
+
+// readable says whether a version was read with its data.
+func readable(s *vaultkv.Secret) bool {
+	return s != nil && s.Exists && !s.Deleted
 }
 
 // staleCopy says whether the path's last recorded write was made by a newer
@@ -421,7 +451,17 @@ func (r *Reconciler) void(ctx context.Context, path string, w intent, err error)
 	if !errors.Is(err, vaultkv.ErrForbidden) && !errors.Is(err, vaultkv.ErrInvalid) {
 		return
 	}
-	if merr := r.KV.Mark(ctx, path, map[string]string{intentKey(0): asciiJSON(intent{Version: w.Version, UID: w.UID, Void: true})}); merr != nil {
+	// Another writer's record (a second process, during a shard move) may
+	// have replaced this one since: it is left alone.
+	s, rerr := r.KV.Read(ctx, path)
+	if rerr != nil {
+		ctrl.LoggerFrom(ctx).Info("cannot void the record of a refused write; it expires at its deadline", "path", path, "reason", rerr.Error())
+		return
+	}
+	if cur, ok := recordedIntent(s.CustomMetadata); !ok || cur.Version != w.Version || cur.UID != w.UID || cur.Until != w.Until {
+		return
+	}
+	if merr := r.KV.Mark(ctx, path, map[string]string{intentKey(0): asciiJSON(intent{Version: w.Version, UID: w.UID, Token: w.Token, Rotated: w.Rotated, Void: true})}); merr != nil {
 		ctrl.LoggerFrom(ctx).Info("cannot void the record of a refused write; it expires at its deadline", "path", path, "reason", merr.Error())
 	}
 }

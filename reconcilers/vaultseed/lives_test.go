@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -329,4 +330,39 @@ func TestUnreportedKeysAreTheObjectsOwn(t *testing.T) {
 	again := seed.DeepCopy()
 	again.UID = "u2"
 	g.Expect(r.managed(again)).To(BeEmpty(), "created again under the same name")
+}
+
+// TestARotationThatCannotBeCheckedIsNotMadeAgain: a rotation lands and its
+// process dies before recording the token; a person then types the rotated
+// key, and the path keeps one version only (max_versions 1), so the
+// rotation's version can no longer be read. Not knowing whether the
+// rotation landed, the successor records the token and regenerates nothing:
+// the person's value stays.
+func TestARotationThatCannotBeCheckedIsNotMadeAgain(t *testing.T) {
+	g := NewWithT(t)
+	startServers(t)
+	first := startController(t, controllerOptions{})
+	path := first.path("app")
+	mount, rest, _ := strings.Cut(path, "/")
+	g.Expect(vault.Client.KVv2(mount).PutMetadata(context.Background(), rest, vaultapi.KVMetadataPutInput{MaxVersions: 1})).To(Succeed())
+	first.createReady(first.seed("app", path, `{"k0": "<random:8>"}`))
+	first.cancel()
+
+	killed := &killedAfterWrite{KV: rootKV(t), written: make(chan struct{})}
+	rotating := startController(t, controllerOptions{kv: killed, namespace: first.ns})
+	rotating.update("app", func(o *ohmlabv1alpha1.VaultSeed) { o.Spec.Rotate = &ohmlabv1alpha1.Rotation{Token: "t1"} })
+	select {
+	case <-killed.written:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the rotation was never written")
+	}
+	rotating.cancel()
+	g.Expect(handWrite(t, path, map[string]any{"k0": "typed-by-a-person"})).To(Equal(3))
+
+	successor := startController(t, controllerOptions{namespace: first.ns})
+	successor.waitReady("app")
+	after := readPath(t, path)
+	g.Expect(after.Data).To(Equal(map[string]any{"k0": "typed-by-a-person"}), "not rotated a second time")
+	g.Expect(after.Version).To(Equal(3))
+	g.Expect(after.Metadata).To(HaveKeyWithValue(ohmlabv1alpha1.RotationTokenMetadataKey, "t1"))
 }

@@ -25,7 +25,7 @@ type planInput struct {
 	// landed, when set, is given the path as read, before planning, and
 	// returns the recorded write it reported or whose rotation token is left
 	// to record, nil when none (Reconciler.landed).
-	landed func(path *vaultkv.Secret) *intent
+	landed func(path *vaultkv.Secret) (*intent, error)
 	// expect, when set, is told the sources the reconcile is about to read
 	// and returns a function to call once it is over (sourcedReader.expect).
 	expect func(paths []string) (done func())
@@ -82,14 +82,18 @@ func observePlan(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, in planInp
 	}
 	observed, err := observeVault(ctx, in.kv, seed.Spec.Path, analysis.RefPaths, desired)
 	if err != nil {
-		return planned{}, readError{err}
+		return planned{observed: observed}, readError{err}
 	}
 	if staleCopy(seed, observed.Path) {
 		return stop(waitingResult(ohmlabv1alpha1.ReasonProgressing, textMessage("a newer generation of the object has written the path; waiting for it to reach this process")))
 	}
 	if in.landed != nil {
-		if w := in.landed(observed.Path); w != nil {
-			observed.LandedToken = w.Token
+		w, err := in.landed(observed.Path)
+		if err != nil {
+			return planned{observed: observed}, readError{err}
+		}
+		if w != nil {
+			observed.LandedToken, observed.LandedAt = w.Token, w.Version
 		}
 	}
 	fillCtx := ctx

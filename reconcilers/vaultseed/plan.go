@@ -104,6 +104,8 @@ type Observed struct {
 	// (intent.go): the keys it rotated are written, its token is not
 	// recorded yet. "" when none.
 	LandedToken string
+	// LandedAt is the version that rotation made.
+	LandedAt int
 }
 
 // Plan is what a reconcile does to one path. It holds values only in Data,
@@ -130,6 +132,9 @@ type Plan struct {
 	// RecordToken is the rotation token to record after the data write, ""
 	// when none.
 	RecordToken string
+	// Rotated is the version at which the rotation for RecordToken landed,
+	// when the plan only records it (Observed.LandedAt); 0 otherwise.
+	Rotated int
 	// ManagedKeys are the key names of status.managedKeys after the plan
 	// is applied; the keys of Actions are written by it, the others keep
 	// their Desired.WrittenAt, or CAS for the keys of Carried.
@@ -261,6 +266,8 @@ func plan(ctx context.Context, d Desired, o Observed, g templating.Generator) (P
 		// (issue 23, item 7).
 		if o.LandedToken != d.RotationToken {
 			regenerate = d.Analysis.RotationKeys
+		} else {
+			p.Rotated = o.LandedAt
 		}
 	}
 

@@ -109,6 +109,25 @@ func staleRecords(d Desired, path *vaultkv.Secret, written map[int]*vaultkv.Secr
 	return stale
 }
 
+// recordsOn returns the managed keys whose record the path, as read, still
+// shows: none on a path without the owner marker (or none at all), and none
+// past its version or at its version with another created_time
+// (staleRecords). A reconcile that read the path and applied no plan
+// reports these, so that status names no version the path lacks.
+func recordsOn(path *vaultkv.Secret, owner string, managed []ohmlabv1alpha1.ManagedKey) []ohmlabv1alpha1.ManagedKey {
+	if !path.Exists || path.CustomMetadata[ohmlabv1alpha1.OwnerMetadataKey] != owner {
+		return nil
+	}
+	var out []ohmlabv1alpha1.ManagedKey
+	for _, m := range managed {
+		if m.Version > int64(path.Version) || m.Version == int64(path.Version) && m.CreatedTime != "" && m.CreatedTime != createdTime(path.Created) {
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
 // forget returns d without the records of keys: they are no longer
 // managed.
 func (d Desired) forget(keys []string) Desired {

@@ -106,6 +106,10 @@ type outcome struct {
 	// created_time (zero when not known).
 	version int
 	created time.Time
+	// path is the path as read, nil when it was not: the managed keys a
+	// reconcile that applied no plan reports are those it shows
+	// (recordsOn).
+	path *vaultkv.Secret
 	// backoff asks for a retry with backoff (the object waits).
 	backoff bool
 	// timedOut: Vault did not answer in time, so the reconcile did not
@@ -298,7 +302,7 @@ func (r *Reconciler) sync(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed) (
 		expect:      reader.expect,
 		ring:        func(obj templating.Object) (string, error) { return r.cycle(ctx, seed, obj) },
 		managed:     func() []ohmlabv1alpha1.ManagedKey { return r.managed(seed) },
-		landed:      func(path *vaultkv.Secret) *intent { return r.landed(ctx, seed, path) },
+		landed:      func(path *vaultkv.Secret) (*intent, error) { return r.landed(ctx, seed, path) },
 		allowDelete: r.AllowDelete,
 		gen:         gen,
 	}
@@ -313,7 +317,9 @@ func (r *Reconciler) sync(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed) (
 		var stopped *templating.StoppedError
 		switch {
 		case errors.As(err, &read):
-			return backendOutcome(read.err), nil
+			out := backendOutcome(read.err)
+			out.path = pl.observed.Path
+			return out, nil
 		case errors.As(err, &stopped) && ctx.Err() == nil:
 			return outcome{result: stalledResult(ohmlabv1alpha1.ReasonGenerationTimeout, textMessage(r.generationTimeoutMessage(seed)))}, nil
 		case err != nil:
@@ -330,7 +336,7 @@ func (r *Reconciler) sync(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed) (
 			ctrl.LoggerFrom(ctx).Info("the path changed while reconciling; reading it again", "path", seed.Spec.Path)
 			continue
 		}
-		out := outcome{plan: &p, applied: applied, version: written.Version, created: written.Created}
+		out := outcome{plan: &p, applied: applied, version: written.Version, created: written.Created, path: pl.observed.Path}
 		if err != nil {
 			// What was written before the failure is still reported.
 			b := backendOutcome(err)
@@ -451,15 +457,17 @@ func observeVault(ctx context.Context, kv KVReader, path string, refPaths []stri
 	if err != nil {
 		return Observed{}, err
 	}
+	// On a later failure the path is still returned: what was read of it
+	// is reported (recordsOn).
 	o := Observed{Path: own, Refs: make(map[string]*vaultkv.Secret, len(refPaths)), Written: map[int]*vaultkv.Secret{own.Version: own}}
 	for _, p := range refPaths {
 		if o.Refs[p], err = kv.Read(ctx, p); err != nil {
-			return Observed{}, err
+			return Observed{Path: own}, err
 		}
 	}
 	for _, v := range versionReads(d, own) {
 		if o.Written[v], err = kv.ReadVersion(ctx, path, v); err != nil {
-			return Observed{}, err
+			return Observed{Path: own}, err
 		}
 	}
 	return o, nil
@@ -564,11 +572,19 @@ func (r *Reconciler) report(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed,
 		updated.Status.LastHandledReconcileAt = v
 	}
 	updated.Status.ManagedKeys = r.managed(seed)
-	if p := out.plan; p != nil {
+	p := out.plan
+	switch {
+	case r.ObserveOnly:
+	case p != nil && (out.applied || p.Data == nil):
+		updated.Status.ManagedKeys = managedStatus(*p, updated.Status.ManagedKeys, out.applied, vaultkv.Written{Version: out.version, Created: out.created})
+	case out.path != nil:
+		updated.Status.ManagedKeys = recordsOn(out.path, seeds.Owner(seed), updated.Status.ManagedKeys)
+	}
+	switch {
+	case p != nil:
 		updated.Status.Version = int64(out.version)
-		if !r.ObserveOnly && (out.applied || p.Data == nil) {
-			updated.Status.ManagedKeys = managedStatus(*p, updated.Status.ManagedKeys, out.applied, vaultkv.Written{Version: out.version, Created: out.created})
-		}
+	case out.path != nil && !r.ObserveOnly:
+		updated.Status.Version = int64(out.path.Version)
 	}
 	if equality.Semantic.DeepEqual(seed.Status, updated.Status) {
 		r.unreported.Delete(key)
