@@ -41,6 +41,9 @@ type intent struct {
 	// stale and writes nothing.
 	UID        string `json:"uid,omitempty"`
 	Generation int64  `json:"generation,omitempty"`
+	// Status is the writer's status.version when it planned: a status
+	// still there tells of a writer that stopped before reporting.
+	Status int64 `json:"status,omitempty"`
 	// Base is the created_time of the version the write was planned on, ""
 	// for a new path: a version Version of another life of the path (deleted
 	// with its metadata and written again) follows another version.
@@ -98,7 +101,7 @@ const maxClockSkew = time.Minute
 // intentOf is the record of p's data write by seed, given up at ctx's
 // deadline.
 func intentOf(ctx context.Context, p Plan, seed *ohmlabv1alpha1.VaultSeed) intent {
-	w := intent{Version: p.CAS + 1, UID: string(seed.UID), Generation: seed.Generation, Base: createdTime(p.Base),
+	w := intent{Version: p.CAS + 1, UID: string(seed.UID), Generation: seed.Generation, Status: seed.Status.Version, Base: createdTime(p.Base),
 		Token: p.RecordToken, Rotated: p.Rotated, Actions: map[string][]string{}}
 	if deadline, ok := ctx.Deadline(); ok {
 		w.Until = deadline.UTC().Format(time.RFC3339Nano)
@@ -187,11 +190,10 @@ func recordedIntent(md map[string]string) (intent, bool) {
 // or status.managedKeys (as this process knows them) holding the keys it
 // wrote at its version and not the keys it pruned.
 func (w intent) reported(statusVersion int64, managed []ohmlabv1alpha1.ManagedKey) bool {
-	// Only a status left where the write began (at the version it was
-	// planned on) tells of a writer that stopped before reporting it; one
-	// anywhere else was written since, or lost or cleared (version 0 after
-	// a later write), and is no reason to report the write again.
-	if statusVersion != int64(w.Version-1) {
+	// Only a status left as the writer planned with it tells of a writer
+	// that stopped before reporting; one anywhere else was written since,
+	// or lost or cleared, and is no reason to report the write again.
+	if statusVersion != w.Status {
 		return true
 	}
 	if w.Unlisted {

@@ -119,7 +119,7 @@ func TestRecordedIntent(t *testing.T) {
 }
 
 func TestIntentReported(t *testing.T) {
-	w := intent{Version: 6, Actions: map[string][]string{ActionCreateField: {"a"}, ActionRotate: {"b"}, ActionDeleteField: {"gone"}}}
+	w := intent{Version: 6, Status: 5, Actions: map[string][]string{ActionCreateField: {"a"}, ActionRotate: {"b"}, ActionDeleteField: {"gone"}}}
 	mk := func(kv ...any) []ohmlabv1alpha1.ManagedKey {
 		var out []ohmlabv1alpha1.ManagedKey
 		for i := 0; i < len(kv); i += 2 {
@@ -141,8 +141,10 @@ func TestIntentReported(t *testing.T) {
 		{name: "status.version older than the version it was planned on", w: w, statusVersion: 4, want: true},
 		{name: "managed keys at its version, the pruned one gone", w: w, statusVersion: 5, managed: mk("a", 6, "b", 6), want: true},
 		{name: "managed keys at its version, the pruned one still listed", w: w, statusVersion: 5, managed: mk("a", 6, "b", 6, "gone", 3)},
-		{name: "an unlisted record, status.version before it", w: intent{Version: 6, Unlisted: true}, statusVersion: 5},
-		{name: "an unlisted record, status.version at it", w: intent{Version: 6, Unlisted: true}, statusVersion: 6, want: true},
+		{name: "an unlisted record, status.version as its writer planned", w: intent{Version: 6, Status: 5, Unlisted: true}, statusVersion: 5},
+		{name: "an unlisted record, status.version at it", w: intent{Version: 6, Status: 5, Unlisted: true}, statusVersion: 6, want: true},
+		{name: "a new object's first write: no status before, none since", w: intent{Version: 2, Actions: map[string][]string{ActionAdopt: {}, ActionCreateField: {"a"}}}, statusVersion: 0},
+		{name: "planned with status.version 3 while a person had written 4 and 5", w: intent{Version: 6, Status: 3, Unlisted: true}, statusVersion: 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
