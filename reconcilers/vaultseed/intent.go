@@ -190,10 +190,11 @@ func recordedIntent(md map[string]string) (intent, bool) {
 // or status.managedKeys (as this process knows them) holding the keys it
 // wrote at its version and not the keys it pruned.
 func (w intent) reported(statusVersion int64, managed []ohmlabv1alpha1.ManagedKey) bool {
-	// Only a status left as the writer planned with it tells of a writer
-	// that stopped before reporting; one anywhere else was written since,
-	// or lost or cleared, and is no reason to report the write again.
-	if statusVersion != w.Status {
+	// Only a status left as the writer planned with it, or as a writer
+	// that lost the write's answer reports it (at the version it read),
+	// tells of a write not reported yet; one anywhere else was written
+	// since, or lost or cleared, and is no reason to report it again.
+	if statusVersion != w.Status && statusVersion != int64(w.Version-1) {
 		return true
 	}
 	if w.Unlisted {

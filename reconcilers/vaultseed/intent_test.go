@@ -145,6 +145,7 @@ func TestIntentReported(t *testing.T) {
 		{name: "an unlisted record, status.version at it", w: intent{Version: 6, Status: 5, Unlisted: true}, statusVersion: 6, want: true},
 		{name: "a new object's first write: no status before, none since", w: intent{Version: 2, Actions: map[string][]string{ActionAdopt: {}, ActionCreateField: {"a"}}}, statusVersion: 0},
 		{name: "planned with status.version 3 while a person had written 4 and 5", w: intent{Version: 6, Status: 3, Unlisted: true}, statusVersion: 3},
+		{name: "the writer lost the answer and reported the version it read", w: intent{Version: 6, Status: 3, Unlisted: true}, statusVersion: 5},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
