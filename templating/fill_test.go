@@ -566,7 +566,7 @@ func TestFillNeverReplacesWhatFlattenHides(t *testing.T) {
 			}
 			// The tree written back keeps what Flatten hides, value for
 			// value (an empty map that a key fills is no longer empty).
-			tree := cloneForTest(tt.path)
+			tree := CloneTree(tt.path)
 			for k, v := range got.Values {
 				SetPath(tree, k, v)
 			}
@@ -621,17 +621,6 @@ func hiddenValues(tree map[string]any) map[string]any {
 		}
 	}
 	walk("", tree)
-	return out
-}
-
-func cloneForTest(tree map[string]any) map[string]any {
-	out := make(map[string]any, len(tree))
-	for k, v := range tree {
-		if sub, ok := v.(map[string]any); ok {
-			v = cloneForTest(sub)
-		}
-		out[k] = v
-	}
 	return out
 }
 

@@ -185,3 +185,16 @@ func joinKey(prefix, k string) string {
 	}
 	return prefix + "." + k
 }
+
+// CloneTree deep-copies the maps of a KV data tree; leaves are shared (they
+// are never mutated).
+func CloneTree(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		if sub, ok := v.(map[string]any); ok {
+			v = CloneTree(sub)
+		}
+		out[k] = v
+	}
+	return out
+}

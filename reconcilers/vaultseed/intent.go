@@ -261,11 +261,18 @@ func (w intent) landedIn(written, before *vaultkv.Secret) bool {
 // later than one reconcile (within) after its writer's deadline. A record
 // without a deadline (an earlier release's) may be.
 func (w intent) reportable(now time.Time, within time.Duration) bool {
+	return w.before(now, within)
+}
+
+// before says whether t comes before the writer's deadline, plus clock
+// skew and margin. No deadline (an earlier release's record) bounds
+// nothing; one that does not parse (edited by hand) admits nothing.
+func (w intent) before(t time.Time, margin time.Duration) bool {
 	if w.Until == "" {
 		return true
 	}
 	until, err := time.Parse(time.RFC3339Nano, w.Until)
-	return err == nil && now.Before(until.Add(maxClockSkew+within))
+	return err == nil && !t.After(until.Add(maxClockSkew+margin))
 }
 
 // changed are the keys whose value differs between two flattened trees,
@@ -289,11 +296,7 @@ func changed(then, now map[string]any) []string {
 // write: before its writer gave up, allowing for clock skew. A record
 // without Until (an earlier release's) bounds nothing.
 func (w intent) inTime(created time.Time) bool {
-	if w.Until == "" {
-		return true
-	}
-	until, err := time.Parse(time.RFC3339Nano, w.Until)
-	return err == nil && !created.After(until.Add(maxClockSkew))
+	return w.before(created, 0)
 }
 
 // plan is the part of the recorded write's plan that its report needs: its

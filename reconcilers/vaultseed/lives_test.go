@@ -207,15 +207,7 @@ func TestARotationTooLongToListItsKeysIsMadeOnce(t *testing.T) {
 	first.waitReady("app")
 	first.cancel()
 
-	killed := &killedAfterWrite{KV: rootKV(t), written: make(chan struct{})}
-	rotating := startController(t, controllerOptions{kv: killed, namespace: first.ns})
-	rotating.update("app", func(o *ohmlabv1alpha1.VaultSeed) { o.Spec.Rotate = &ohmlabv1alpha1.Rotation{Token: "t1"} })
-	select {
-	case <-killed.written:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the rotation was never written")
-	}
-	rotating.cancel()
+	rotateThenDie(t, first.ns, "t1")
 	rotated := readPath(t, path)
 	g.Expect(rotated.Version).To(Equal(2))
 	g.Expect(rotated.Metadata).NotTo(HaveKey(ohmlabv1alpha1.RotationTokenMetadataKey), "stopped before recording the token")
@@ -239,6 +231,21 @@ func stringMetadata(md map[string]any) map[string]string {
 		out[k], _ = v.(string)
 	}
 	return out
+}
+
+// rotateThenDie runs a process on ns that rotates "app" for token and is
+// killed right after the rotation's data write, before its token record.
+func rotateThenDie(t *testing.T, ns, token string) {
+	t.Helper()
+	killed := &killedAfterWrite{KV: rootKV(t), written: make(chan struct{})}
+	rotating := startController(t, controllerOptions{kv: killed, namespace: ns})
+	rotating.update("app", func(o *ohmlabv1alpha1.VaultSeed) { o.Spec.Rotate = &ohmlabv1alpha1.Rotation{Token: token} })
+	select {
+	case <-killed.written:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the rotation was never written")
+	}
+	rotating.cancel()
 }
 
 // killedAfterWrite is a process killed right after its first data write
@@ -348,15 +355,7 @@ func TestARotationThatCannotBeCheckedIsNotMadeAgain(t *testing.T) {
 	first.createReady(first.seed("app", path, `{"k0": "<random:8>"}`))
 	first.cancel()
 
-	killed := &killedAfterWrite{KV: rootKV(t), written: make(chan struct{})}
-	rotating := startController(t, controllerOptions{kv: killed, namespace: first.ns})
-	rotating.update("app", func(o *ohmlabv1alpha1.VaultSeed) { o.Spec.Rotate = &ohmlabv1alpha1.Rotation{Token: "t1"} })
-	select {
-	case <-killed.written:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the rotation was never written")
-	}
-	rotating.cancel()
+	rotateThenDie(t, first.ns, "t1")
 	g.Expect(handWrite(t, path, map[string]any{"k0": "typed-by-a-person"})).To(Equal(3))
 
 	successor := startController(t, controllerOptions{namespace: first.ns})

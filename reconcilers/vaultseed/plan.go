@@ -345,7 +345,7 @@ func plan(ctx context.Context, d Desired, o Observed, g templating.Generator) (P
 		p.Outcome, p.Reason, p.Message = OutcomeWait, ohmlabv1alpha1.ReasonRefPending, waitingMessage(waiting)
 	}
 
-	tree := cloneTree(path.Data)
+	tree := templating.CloneTree(path.Data)
 	for k := range pruned {
 		p.Actions = append(p.Actions, Action{Name: ActionDeleteField, Key: k})
 		templating.DeletePath(tree, k)
@@ -613,17 +613,4 @@ func sortActions(actions []Action) {
 		}
 		return strings.Compare(a.Key, b.Key)
 	})
-}
-
-// cloneTree deep-copies the maps of a KV data tree; leaves are shared (they
-// are never mutated).
-func cloneTree(m map[string]any) map[string]any {
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		if sub, ok := v.(map[string]any); ok {
-			v = cloneTree(sub)
-		}
-		out[k] = v
-	}
-	return out
 }

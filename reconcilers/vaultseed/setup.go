@@ -219,7 +219,7 @@ func ringThrough(set []templating.Problem, owner string) string {
 // dependent's source written, a reconcile request not handled yet). After
 // a restart, the objects of the initial list are then reconciled, and
 // their hashes compared once each, spread over the first resync period
-// rather than in one burst (issue 13). A created or changed object, one
+// rather than in one burst. A created or changed object, one
 // that was not Ready, and every later reconcile run at once. Its Ready metric is set from the status meanwhile.
 func (r *Reconciler) deferAfterStart(seed *ohmlabv1alpha1.VaultSeed) bool {
 	if r.known.add(client.ObjectKeyFromObject(seed), factSeen) {
