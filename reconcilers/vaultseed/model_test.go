@@ -18,7 +18,8 @@ package vaultseed
 //     declared, and never while the path records it;
 //   - a reconcile that follows a Ready one, with nothing in between, writes
 //     nothing to Vault or to the Kubernetes API;
-//   - after a reconcile, status names no version the path does not have.
+//   - after a reconcile, status names no version the path does not have;
+//   - no value of a path appears in an event or a status.
 
 import (
 	"context"
@@ -193,16 +194,36 @@ func (w *world) newProcess() *modelProcess {
 
 // drain empties what the process sent while reconciling: its events and its
 // dependents' queue.
-func (p *modelProcess) drain() {
+func (p *modelProcess) drain() []string {
 	rec := p.r.Recorder.(*events.FakeRecorder)
+	var notes []string
 	for {
 		select {
-		case <-rec.Events:
+		case e := <-rec.Events:
+			notes = append(notes, e)
 		case <-p.r.dependents:
 		default:
-			return
+			return notes
 		}
 	}
+}
+
+// leaked returns the first value of the paths that appears in what a
+// reconcile emitted (its events and the object's status), or "".
+func (h *modelRun) leaked(ctx context.Context, emitted []string) string {
+	for _, name := range []string{"a", "b"} {
+		st, _ := json.Marshal(h.get(ctx, name).Status)
+		emitted = append(emitted, string(st))
+	}
+	all := strings.Join(emitted, "\n")
+	for _, path := range h.paths {
+		for k, v := range h.seen[path] {
+			if s, ok := v.(string); ok && len(s) >= 8 && strings.Contains(all, s) {
+				return fmt.Sprintf("the value of %s#%s appears in an event or a status", path, k)
+			}
+		}
+	}
+	return ""
 }
 
 // faultKV is a process's Vault: it counts writes, injects one fault at a
@@ -608,13 +629,16 @@ func (h *modelRun) reconcile(ctx context.Context, i int, name string, quietExpec
 	p.kv.read = map[string]bool{}
 	key := types.NamespacedName{Namespace: h.w.ns, Name: name}
 	_, err := p.r.Reconcile(ctx, ctrl.Request{NamespacedName: key})
-	p.drain()
+	emitted := p.drain()
 	killed := p.killed
 	if p.killed || p.kv.crashAfter >= 0 {
 		h.logf("%d: process %d died; a new one takes its place", i, pi)
 		h.procs[pi] = h.w.newProcess()
 	}
 	if msg := h.checkController(ctx, path, name, spec, pre); msg != "" {
+		return fmt.Sprintf("step %d: %s", i, msg)
+	}
+	if msg := h.leaked(ctx, emitted); msg != "" {
 		return fmt.Sprintf("step %d: %s", i, msg)
 	}
 	obj := h.get(ctx, name)
