@@ -16,7 +16,7 @@ import (
 // manager's cache asks it on every Get and List, to tell namespaced
 // kinds apart (a namespace-scoped cache), and each answer walks every API
 // group the mapper knows, building an error for each that has no such
-// kind: a third of a quiet reconcile's allocations (issue 13). A kind's
+// kind: most of a quiet reconcile's allocations. A kind's
 // scope at a version does not change while it is served (a CRD's scope is
 // immutable), so the first answer stands; errors and questions without a
 // version (the preferred one, which an upgrade may move) are not

@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
-	"github.com/ohmlab/ohmlab-controller/internal/seeds"
+	"github.com/ohmlab/ohmlab-controller/internal/seedindex"
 	"github.com/ohmlab/ohmlab-controller/reconcilers/vaultseed"
 	"github.com/ohmlab/ohmlab-controller/templating"
 	"github.com/ohmlab/ohmlab-controller/vaultkv"
@@ -100,8 +100,8 @@ type VaultAuth struct {
 }
 
 // DefaultVaultConfig holds every default of targets.vault, in one place.
-// The figures behind the throughput defaults are those of `make
-// bench-scale` (docs/performance.md; issue 13).
+// The measurements behind the throughput defaults are in
+// docs/performance.md, "What shapes these figures" (make bench-scale).
 func DefaultVaultConfig() VaultConfig {
 	return VaultConfig{
 		// Each object resyncs at its own phase of the period (see
@@ -112,25 +112,17 @@ func DefaultVaultConfig() VaultConfig {
 		// generates a hash and otherwise waits on Vault and the API server.
 		// bcrypt is bounded to one per core apart (bcryptSlots), so more
 		// workers do not share the cores more: they keep a hash ready for
-		// each core while the others wait on I/O. With 4, creation of 1,000
-		// one-key objects was bound by the workers' round trips (31 s, 16
-		// workers: 22 s, make bench-scale, issue 25) and the cores idled
-		// between hashes (creation at 2x the parallel bcrypt floor).
+		// each core while the others wait on I/O.
 		Concurrency:    16,
 		LeaderElection: LeaderElection{Namespace: os.Getenv("POD_NAMESPACE"), LeaseDuration: metav1.Duration{Duration: 15 * time.Second}},
 		Backend: VaultBackend{
 			Timeout: metav1.Duration{Duration: 10 * time.Second},
 			// 500 requests per second, 2 s of burst. A new path costs three
 			// requests (read, marker, data), a quiet resync one read per
-			// object. A Vault dev server on a loaded 2-core machine
-			// sustains about 1,500 of creation's requests per second
-			// (BenchmarkIntegrationNewPath, issue 25), a third of which the
-			// limit leaves it; at 100 per second the limit was what bounded
-			// the creation of 1,000 one-key objects (3,000 requests, 30 s),
-			// and 16 workers create them at about 150 per second on that
-			// machine, so 500 is not the bottleneck at 1,000 objects while
-			// a burst of creations or a restart cannot take all of Vault.
-			// Vault's own rate limit quotas still apply. The Kubernetes
+			// object: the limit leaves a small Vault most of its capacity
+			// and is not what bounds creation, while a burst of creations
+			// or a restart cannot take all of Vault. Vault's own rate limit
+			// quotas still apply. The Kubernetes
 			// client has no client-side limit: controller-runtime leaves it
 			// to the API server's priority and fairness.
 			QPS:   500,
@@ -191,9 +183,8 @@ func LoadVaultConfig(section []byte) (VaultConfig, error) {
 
 // bcryptSlots bounds the process's bcrypt work to one computation per core,
 // however many workers (targets.vault.concurrency) generate or compare
-// hashes at once. Keeping a core free of bcrypt was measured too (make
-// bench-scale, issue 13): on 2 cores it made creation 1.7 times the bcrypt
-// floor, and the webhook's own latency was about 1 ms either way.
+// hashes at once. Keeping a core free of bcrypt made creation slower and
+// the webhook no faster (docs/performance.md).
 var bcryptSlots = templating.NewBcryptSlots(runtime.GOMAXPROCS(0))
 
 // NewManager builds the Vault target's manager: a cache scoped to its
@@ -245,7 +236,7 @@ func (cfg VaultConfig) NewManager(ctx context.Context, p Process) (manager.Manag
 	if err != nil {
 		return nil, fmt.Errorf("vault: creating the manager: %w", err)
 	}
-	if err := seeds.IndexFields(ctx, mgr); err != nil {
+	if err := seedindex.IndexFields(ctx, mgr); err != nil {
 		return nil, fmt.Errorf("vault: %w", err)
 	}
 	kv, err := vaultkv.New(vaultkv.Config{
@@ -302,8 +293,8 @@ func (cfg VaultConfig) NewManager(ctx context.Context, p Process) (manager.Manag
 // caches every VaultSeed instead: the webhook's analysis must see the
 // objects of every shard (a duplicate path or a cycle across shards), and
 // its reconciler filters to its shard (vaultseed.Reconciler.Selector).
-// Cached objects go without their managedFields, which nothing here reads
-// (issue 13: memory and GC at 10,000 objects).
+// Cached objects go without their managedFields, which nothing here reads:
+// memory and GC at scale (docs/performance.md, "Memory").
 func (cfg VaultConfig) cacheOptions(selector labels.Selector, webhook bool) cache.Options {
 	namespaces := map[string]cache.Config{}
 	for _, ns := range cfg.Namespaces {

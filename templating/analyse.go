@@ -104,7 +104,7 @@ type Analysis struct {
 }
 
 // Analyse checks one object and returns every problem at once (product
-// document, "Templates"; issue 3, "Static analysis of one object"). All are
+// document, "Templates"). All are
 // InvalidSpec unless said otherwise:
 //   - spec.path that [ValidPath] refuses (message "spec.path " + PathMessage);
 //   - a key name that is empty, contains a dot, is longer than MaxKeyName

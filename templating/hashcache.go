@@ -19,7 +19,7 @@ type Slot struct {
 // HashCache remembers, for each [Slot] it serves, the last (bcrypt hash,
 // source) pair that bcrypt verified there or that this process generated
 // there, so that a resync does not pay bcrypt's cost again for an unchanged
-// pair (product document, "Quiet resyncs"; issue 13). It holds one entry
+// pair (product document, "Quiet resyncs"). It holds one entry
 // per slot, so its size follows the objects it serves rather than a fixed
 // bound: there is no size above which every resync pays bcrypt again.
 // [HashCache.Forget] drops the slots of a deleted object. An entry is an
@@ -32,7 +32,7 @@ type HashCache struct {
 	mu sync.Mutex
 	// objects holds each object's slots in a slice rather than a map: an
 	// object has a few hashes, and a map per object cost three times the
-	// memory (issue 13: memory at 10,000 objects).
+	// memory (docs/performance.md, "Memory").
 	objects map[string][]slotDigest
 	slots   int
 
@@ -125,8 +125,7 @@ func (c *HashCache) Forget(object string) {
 
 // Compares returns how many bcrypt compares the cache has run since it was
 // made: those it could not answer from a slot. Each costs tens of
-// milliseconds of a core, so this is what a restart's first resync pays
-// (issue 25).
+// milliseconds of a core, so this is what a restart's first resync pays.
 func (c *HashCache) Compares() uint64 {
 	if c == nil {
 		return 0

@@ -116,7 +116,8 @@ const MaxPathLength = 512
 
 // PathRule says which strings are paths. Every refusal of a path says it in
 // these words: the CRD's validation of spec.path (its XValidation message
-// is PathMessage), the webhook and `ohmlab validate` (issue 12, item 10).
+// is PathMessage), the webhook and `ohmlab validate`: a path means one
+// Vault path everywhere.
 const PathRule = "<mount>/<path>: two or more segments of letters, digits, '.', '_' and '-', separated by '/' (no segment '.' or '..', at most 512 characters)"
 
 // PathMessage is the message of a spec.path that [ValidPath] refuses.

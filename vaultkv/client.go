@@ -120,9 +120,38 @@ var _ KV = (*Client)(nil)
 // New checks cfg and builds a Client. It sends nothing: the first request
 // logs in. Errors are of class ClassInvalid.
 func New(cfg Config) (*Client, error) {
-	invalid := func(format string, args ...any) (*Client, error) {
-		return nil, &Error{Op: "configure", Path: cfg.Address, Class: ClassInvalid, Reason: fmt.Sprintf(format, args...)}
+	invalid := func(format string, args ...any) error {
+		return &Error{Op: "configure", Path: cfg.Address, Class: ClassInvalid, Reason: fmt.Sprintf(format, args...)}
 	}
+	if err := cfg.defaults(invalid); err != nil {
+		return nil, err
+	}
+	api, err := newAPIClient(cfg, invalid)
+	if err != nil {
+		return nil, err
+	}
+	limit := rate.Inf
+	if cfg.QPS > 0 {
+		limit = rate.Limit(cfg.QPS)
+	}
+	log := cfg.Logger
+	if log.GetSink() == nil {
+		log = logr.Discard()
+	}
+	return &Client{
+		api:     api,
+		auth:    cfg.Auth,
+		timeout: cfg.Timeout,
+		limiter: rate.NewLimiter(limit, max(cfg.Burst, 1)),
+		target:  cfg.Target,
+		metrics: cfg.Metrics,
+		log:     log,
+		now:     time.Now,
+	}, nil
+}
+
+// defaults checks cfg and fills in its defaults.
+func (cfg *Config) defaults(invalid func(format string, args ...any) error) error {
 	if cfg.Address == "" {
 		return invalid("no Vault address")
 	}
@@ -147,23 +176,23 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	limit := rate.Inf
-	if cfg.QPS > 0 {
-		limit = rate.Limit(cfg.QPS)
-	}
 	if cfg.Target == "" {
 		cfg.Target = "vault"
 	}
+	return nil
+}
 
+// newAPIClient is vault/api's client for cfg, over a transport of its own.
+func newAPIClient(cfg Config, invalid func(format string, args ...any) error) (*vaultapi.Client, error) {
 	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: cfg.TLSServerName}
 	if cfg.CAFile != "" {
 		pem, err := os.ReadFile(cfg.CAFile)
 		if err != nil {
-			return invalid("reading the CA bundle: %v", err)
+			return nil, invalid("reading the CA bundle: %v", err)
 		}
 		tlsCfg.RootCAs = x509.NewCertPool()
 		if !tlsCfg.RootCAs.AppendCertsFromPEM(pem) {
-			return invalid("no PEM certificate in the CA bundle %s", cfg.CAFile)
+			return nil, invalid("no PEM certificate in the CA bundle %s", cfg.CAFile)
 		}
 	}
 	// Our own transport, so that no VAULT_* environment variable (for
@@ -184,28 +213,14 @@ func New(cfg Config) (*Client, error) {
 		MaxRetries: 0, // the reconciler backs off; a retry here only delays Unavailable
 	})
 	if err != nil {
-		return invalid("%v", err)
+		return nil, invalid("%v", err)
 	}
 	// Nothing from VAULT_TOKEN, VAULT_NAMESPACE or VAULT_WRAP_TTL: the
 	// configuration decides.
 	api.ClearToken()
 	api.ClearNamespace()
 	api.SetWrappingLookupFunc(func(string, string) string { return "" })
-
-	log := cfg.Logger
-	if log.GetSink() == nil {
-		log = logr.Discard()
-	}
-	return &Client{
-		api:     api,
-		auth:    cfg.Auth,
-		timeout: cfg.Timeout,
-		limiter: rate.NewLimiter(limit, max(cfg.Burst, 1)),
-		target:  cfg.Target,
-		metrics: cfg.Metrics,
-		log:     log,
-		now:     time.Now,
-	}, nil
+	return api, nil
 }
 
 // Logins returns how many Vault tokens the client has obtained so far:

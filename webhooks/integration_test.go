@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
-	"github.com/ohmlab/ohmlab-controller/internal/seeds"
+	"github.com/ohmlab/ohmlab-controller/internal/seedindex"
 	"github.com/ohmlab/ohmlab-controller/templating"
 	"github.com/ohmlab/ohmlab-controller/test/harness"
 	"github.com/ohmlab/ohmlab-controller/webhooks"
@@ -94,7 +94,7 @@ func TestAdmission(t *testing.T) {
 		}),
 	})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(seeds.IndexFields(ctx, mgr)).To(Succeed())
+	g.Expect(seedindex.IndexFields(ctx, mgr)).To(Succeed())
 	g.Expect(webhooks.SetupWithManager(mgr, []string{ns})).To(Succeed())
 	mgrCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -116,7 +116,7 @@ func TestAdmission(t *testing.T) {
 	cached := func(g Gomega, path string, n int) {
 		g.Eventually(func() (int, error) {
 			var list ohmlabv1alpha1.VaultSeedList
-			err := mgr.GetCache().List(ctx, &list, client.MatchingFields{seeds.IndexPath: path})
+			err := mgr.GetCache().List(ctx, &list, client.MatchingFields{seedindex.IndexPath: path})
 			return len(list.Items), err
 		}, 10*time.Second, 50*time.Millisecond).Should(Equal(n))
 	}

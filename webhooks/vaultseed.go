@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+	"github.com/ohmlab/ohmlab-controller/internal/seedindex"
 	"github.com/ohmlab/ohmlab-controller/internal/seeds"
 	"github.com/ohmlab/ohmlab-controller/internal/validate"
 )
@@ -29,7 +30,7 @@ const Path = "/validate-ohmlab-fr-v1alpha1-vaultseed"
 
 // SetupWithManager registers the validator on the manager's webhook server
 // at Path. It reads the other objects from the manager's cache through the
-// seeds.IndexPath index, so call it after seeds.IndexFields. namespaces are
+// seedindex.IndexPath index, so call it after seedindex.IndexFields. namespaces are
 // the namespaces the target watches: objects elsewhere are admitted without
 // analysis; an empty list means every namespace.
 func SetupWithManager(mgr ctrl.Manager, namespaces []string, opts ...Option) error {
@@ -42,7 +43,7 @@ func SetupWithManager(mgr ctrl.Manager, namespaces []string, opts ...Option) err
 }
 
 // NewWebhook returns the admission webhook of the VaultSeed validator.
-// reader must have the seeds.IndexPath index; a panic in the validator is
+// reader must have the seedindex.IndexPath index; a panic in the validator is
 // answered as an error, never as an admission.
 func NewWebhook(scheme *runtime.Scheme, reader client.Reader, namespaces []string, opts ...Option) *admission.Webhook {
 	v := &Validator{Reader: reader}
@@ -75,7 +76,7 @@ func NewWebhook(scheme *runtime.Scheme, reader client.Reader, namespaces []strin
 // the webhook existed can always be labelled, released and deleted.
 type Validator struct {
 	// Reader reads the other VaultSeeds, normally the manager's cache. It
-	// must have the seeds.IndexPath index.
+	// must have the seedindex.IndexPath index.
 	Reader client.Reader
 	// Namespaces are the watched namespaces; nil means every namespace.
 	Namespaces map[string]bool
@@ -149,11 +150,17 @@ func (v *Validator) validate(ctx context.Context, seed, old *ohmlabv1alpha1.Vaul
 	if v.Namespaces != nil && !v.Namespaces[seed.Namespace] {
 		return nil, nil
 	}
-	others, err := seeds.Related(ctx, v.Reader, seed)
+	analysed := seeds.Analyse(seed)
+	others, err := seedindex.Related(ctx, v.Reader, analysed)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
-	verdict := validate.Seed(seed, old, others)
+	var before *seeds.Analysed
+	if old != nil {
+		a := seeds.Analyse(old)
+		before = &a
+	}
+	verdict := validate.Seed(analysed, before, others)
 	out := append(warnings(verdict.Warnings), warnings(validate.UnrunShardWarnings(seed, v.Shards))...)
 	if seed.Spec.DeletionPolicy == ohmlabv1alpha1.DeletionPolicyDelete && !v.AllowDelete {
 		out = append(out, deleteNotAllowed)

@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
-	"github.com/ohmlab/ohmlab-controller/internal/seeds"
+	"github.com/ohmlab/ohmlab-controller/internal/seedindex"
 	"github.com/ohmlab/ohmlab-controller/webhooks"
 )
 
@@ -46,7 +46,7 @@ func cache(t testing.TB, listed *[]string, listErr error, objs ...*ohmlabv1alpha
 	for _, o := range objs {
 		b.WithObjects(o.DeepCopy())
 	}
-	for field, fn := range seeds.Indexes {
+	for field, fn := range seedindex.Indexes {
 		b.WithIndex(&ohmlabv1alpha1.VaultSeed{}, field, fn)
 	}
 	b.WithInterceptorFuncs(interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {

@@ -80,12 +80,32 @@ const (
 	ReasonGenerationTimeout = "GenerationTimeout"
 )
 
+// Reasons of the Normal events of a VaultSeed (product document, "Events"). A
+// Warning event takes the reason of the Ready condition it announces.
+const (
+	// EventReasonCreated: a write created the path.
+	EventReasonCreated = "Created"
+	// EventReasonRotated: a write rotated keys for a new rotate.token, or
+	// recorded the token of a rotation that had landed.
+	EventReasonRotated = "Rotated"
+	// EventReasonAdopted: the owner marker was written on a path made by
+	// hand; its data were left alone.
+	EventReasonAdopted = "Adopted"
+	// EventReasonUpdated: a write created, updated or pruned keys.
+	EventReasonUpdated = "Updated"
+	// EventReasonKept: a prune left keys on the path (changed by someone
+	// else, or the controller cannot tell); the note says why, per key.
+	EventReasonKept = "Kept"
+	// EventReasonDeleted: the path and all its versions were deleted with
+	// the object (deletionPolicy Delete).
+	EventReasonDeleted = "Deleted"
+)
+
 // Finalizer is added to objects with deletionPolicy Delete, when the target
 // allows deletion, so that the path is removed before the object goes.
 const Finalizer = "ohmlab.fr/delete-path"
 
-// ShardLabel assigns an object to a shard (issue 13, "Scale past one
-// process"): a process given the shard NAME reconciles only the objects
+// ShardLabel assigns an object to a shard (docs/sharding.md): a process given the shard NAME reconciles only the objects
 // labelled ohmlab.fr/shard=NAME, the process without a shard only the
 // objects without the label.
 const ShardLabel = "ohmlab.fr/shard"
@@ -107,7 +127,7 @@ const (
 	// WriteMetadataKey holds the record of the controller's last data write
 	// on the path, merged before that write: the KV version it creates, its
 	// rotation token and its actions with their key names, never a value
-	// (issue 23, item 6). A record longer than one custom_metadata value
+	// (docs/DESIGN.md, "Provenance"). A record longer than one custom_metadata value
 	// continues under WriteMetadataKey + "-2", "-3"...
 	WriteMetadataKey = "ohmlab.fr/write"
 )

@@ -6,8 +6,9 @@
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 var (
@@ -15,8 +16,16 @@ var (
 	GroupVersion = schema.GroupVersion{Group: "ohmlab.fr", Version: "v1alpha1"}
 
 	// SchemeBuilder registers the kinds of this package into a scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	// It is apimachinery's, not controller-runtime's: the CLI decodes these
+	// kinds without the controller's runtime.
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 
 	// AddToScheme adds the kinds of this package to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
+
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, &VaultSeed{}, &VaultSeedList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}

@@ -161,8 +161,8 @@ type ManagedKey struct {
 
 // UnmarshalJSON reads both shapes of a managed key: today's {key, version}
 // and the first release's bare name, which becomes {Key: name} with an
-// unknown version (issue 23: objects stored by the first release must
-// decode, or the cache never syncs).
+// unknown version: objects stored by the first release must decode, or the
+// cache never syncs (docs/upgrading.md).
 func (m *ManagedKey) UnmarshalJSON(data []byte) error {
 	if len(data) > 0 && data[0] == '"' {
 		var name string
@@ -208,8 +208,4 @@ type VaultSeedList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []VaultSeed `json:"items"`
-}
-
-func init() {
-	SchemeBuilder.Register(&VaultSeed{}, &VaultSeedList{})
 }

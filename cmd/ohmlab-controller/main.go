@@ -101,7 +101,7 @@ func newLogger(level string) (logr.Logger, error) {
 // lazyCore encodes the key-value pairs given to WithValues only when a line
 // is written: controller-runtime gives every reconcile a logger with the
 // object's name and a reconcile ID, and a quiet resync writes no line
-// (issue 13: encoding them eagerly was a twentieth of a quiet resync's CPU).
+// (encoding them eagerly cost a quiet resync CPU for nothing).
 type lazyCore struct{ zapcore.Core }
 
 func (c lazyCore) With(fields []zapcore.Field) zapcore.Core {

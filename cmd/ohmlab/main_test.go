@@ -484,7 +484,7 @@ func FuzzRead(f *testing.F) {
 				t.Fatalf("object %+v", o)
 			}
 		}
-		rep := check(objs)
+		rep, _ := check(objs)
 		if rep.Valid != (len(rep.Problems) == 0) || rep.Objects != len(objs) {
 			t.Errorf("report %+v", rep)
 		}

@@ -12,8 +12,7 @@ import (
 	"strings"
 	"time"
 
-	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
-	"github.com/ohmlab/ohmlab-controller/reconcilers/vaultseed"
+	"github.com/ohmlab/ohmlab-controller/planner"
 	"github.com/ohmlab/ohmlab-controller/vaultkv"
 )
 
@@ -186,23 +185,24 @@ func runPlan(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("%v", err)
 	}
-	// validate's own command gives the verdict, so that plan refuses
+	// validate's verdict, printed as validate prints it: plan refuses
 	// exactly what validate refuses, with its lines.
-	var verdict bytes.Buffer
-	vargs := append([]string{"--output", *output, "--"}, inputs...)
-	if code := runValidate(vargs, bytes.NewReader(in), &verdict, stderr); code != exitValid {
-		_, _ = stdout.Write(verdict.Bytes())
+	verdict, analysed := check(objs)
+	var validation bytes.Buffer
+	if err := printVerdict(verdict, *output, &validation, stderr); err != nil {
+		return fail("%v", err)
+	}
+	if !verdict.Valid {
+		_, _ = stdout.Write(validation.Bytes())
 		return planError
 	}
-	var previews []vaultseed.Preview
+	var previews []planner.Preview
 	if len(objs) > 0 { // no object, nothing to read: Vault is not needed
 		kv, err := planClient(*tokenFile, *timeout)
 		if err != nil {
 			return fail("%v", err)
 		}
-		seeds := make([]*ohmlabv1alpha1.VaultSeed, len(objs))
-		for i, o := range objs {
-			seeds[i] = o.Seed
+		for _, o := range objs {
 			if o.Seed.Spec.Prune && len(o.Seed.Status.ManagedKeys) == 0 {
 				// A rendered chart has no status: the keys the controller
 				// wrote cannot be told, so no prune is planned, while the
@@ -210,7 +210,7 @@ func runPlan(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stderr, "ohmlab plan: %s/%s: prune: true, but the input has no status.managedKeys: no prune is planned; to see what a real run prunes, plan the live objects (kubectl get vaultseeds -A -o yaml | ohmlab plan -)\n", o.Seed.Namespace, o.Seed.Name)
 			}
 		}
-		previews, err = vaultseed.PreviewSeeds(context.Background(), kv, seeds, vaultseed.PreviewOptions{AllowDelete: *allowDelete})
+		previews, err = planner.PreviewSeeds(context.Background(), kv, analysed, planner.PreviewOptions{AllowDelete: *allowDelete})
 		if err != nil {
 			// Vault does not answer: no other object could be read.
 			fmt.Fprintf(stderr, "ohmlab plan: Vault could not be read: %v\n", err)
@@ -222,7 +222,7 @@ func runPlan(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			}
 		}
 	}
-	rep := planReport{Validation: json.RawMessage(verdict.Bytes()), Objects: make([]planObject, len(previews)),
+	rep := planReport{Validation: json.RawMessage(validation.Bytes()), Objects: make([]planObject, len(previews)),
 		Total: planTotal{Objects: len(previews), Actions: map[string]int{}}}
 	for i, p := range previews {
 		rep.Objects[i] = planObjectOf(p)
@@ -309,7 +309,7 @@ func planClient(tokenFile string, timeout time.Duration) (*vaultkv.Client, error
 	return vaultkv.New(vaultkv.Config{Address: addr, CAFile: os.Getenv("VAULT_CACERT"), Timeout: timeout, Auth: auth})
 }
 
-func planObjectOf(p vaultseed.Preview) planObject {
+func planObjectOf(p planner.Preview) planObject {
 	o := planObject{Namespace: p.Namespace, Name: p.Name, Path: p.Path, Reason: p.Drifted.Reason, Message: p.Drifted.Message,
 		Actions: make([]planAction, len(p.Actions)), After: p.After, Changes: p.Changes()}
 	for i, a := range p.Actions {
@@ -386,7 +386,7 @@ func printPlan(w io.Writer, rep planReport) {
 // actionTotals lists the action counts in the planner's order.
 func actionTotals(counts map[string]int) string {
 	var parts []string
-	for _, name := range vaultseed.ActionOrder() {
+	for _, name := range planner.ActionOrder() {
 		if n := counts[name]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, name))
 		}

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 
-	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+	"github.com/ohmlab/ohmlab-controller/internal/seeds"
 	"github.com/ohmlab/ohmlab-controller/internal/validate"
 	"github.com/ohmlab/ohmlab-controller/templating"
 )
@@ -72,24 +72,10 @@ func runValidate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, templating.PrintableKey("ohmlab validate: "+err.Error()))
 		return exitUsage
 	}
-	rep := check(objs)
-	if *output == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			fmt.Fprintf(stderr, "ohmlab validate: %v\n", err)
-			return exitUsage
-		}
-	} else {
-		for _, f := range rep.Problems {
-			fmt.Fprintln(stdout, f)
-		}
-		for _, f := range rep.Warnings {
-			fmt.Fprintln(stderr, templating.PrintableKey(fmt.Sprintf("%s:%s: warning: %s", f.File, f.id, f.Problem)))
-		}
-		if rep.Objects == 0 {
-			fmt.Fprintln(stderr, "ohmlab validate: no VaultSeed found")
-		}
+	rep, _ := check(objs)
+	if err := printVerdict(rep, *output, stdout, stderr); err != nil {
+		fmt.Fprintf(stderr, "ohmlab validate: %v\n", err)
+		return exitUsage
 	}
 	if !rep.Valid {
 		return exitInvalid
@@ -102,18 +88,21 @@ func runValidate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // readable objects together (the webhook's verdict on each of them); and
 // for each, what the API server refuses for the CRD's schema and rules
 // (internal/crdschema), on the fields the others leave unnamed.
-func check(objs []object) report {
+//
+// It returns the readable objects analysed, in input order: each object is
+// analysed once, for the verdict and for a plan.
+func check(objs []object) (report, []seeds.Analysed) {
 	rep := report{Objects: len(objs), Problems: []finding{}, Warnings: []finding{}}
 	var readable []int
-	var seeds []*ohmlabv1alpha1.VaultSeed
+	var analysed []seeds.Analysed
 	for i, o := range objs {
 		if len(o.Problems) == 0 {
 			readable = append(readable, i)
-			seeds = append(seeds, o.Seed)
+			analysed = append(analysed, seeds.Analyse(o.Seed))
 		}
 	}
 	verdicts := make([]validate.Verdict, len(objs))
-	for i, v := range validate.Set(seeds) {
+	for i, v := range validate.Set(analysed) {
 		verdicts[readable[i]] = v
 	}
 	for i, o := range objs {
@@ -124,7 +113,28 @@ func check(objs []object) report {
 		rep.Warnings = append(rep.Warnings, findings(o, verdicts[i].Warnings)...)
 	}
 	rep.Valid = len(rep.Problems) == 0
-	return rep
+	return rep, analysed
+}
+
+// printVerdict prints the verdict as validate does: in JSON on standard
+// output, or one line per problem on standard output and one per warning
+// on standard error.
+func printVerdict(rep report, output string, stdout, stderr io.Writer) error {
+	if output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	for _, f := range rep.Problems {
+		fmt.Fprintln(stdout, f)
+	}
+	for _, f := range rep.Warnings {
+		fmt.Fprintln(stderr, templating.PrintableKey(fmt.Sprintf("%s:%s: warning: %s", f.File, f.id, f.Problem)))
+	}
+	if rep.Objects == 0 {
+		fmt.Fprintln(stderr, "ohmlab validate: no VaultSeed found")
+	}
+	return nil
 }
 
 // schemaOnly returns the problems of the CRD's schema on fields that no

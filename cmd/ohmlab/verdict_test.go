@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
-	"github.com/ohmlab/ohmlab-controller/internal/seeds"
+	"github.com/ohmlab/ohmlab-controller/internal/seedindex"
 	"github.com/ohmlab/ohmlab-controller/webhooks"
 )
 
@@ -45,7 +45,7 @@ func webhookVerdict(t *testing.T, existing []string, obj string) verdict {
 		}
 		b.WithObjects(s)
 	}
-	for field, fn := range seeds.Indexes {
+	for field, fn := range seedindex.Indexes {
 		b.WithIndex(&ohmlabv1alpha1.VaultSeed{}, field, fn)
 	}
 	j, err := yaml.YAMLToJSON([]byte(obj))

@@ -30,15 +30,23 @@ func Object(seed *ohmlabv1alpha1.VaultSeed) (templating.Object, error) {
 	return o, nil
 }
 
+// Analysed is a VaultSeed with its templating object and analysis: made
+// once (Analyse), then passed on to each check and to the planner.
+type Analysed struct {
+	Seed     *ohmlabv1alpha1.VaultSeed
+	Object   templating.Object
+	Analysis templating.Analysis
+}
+
 // Analyse converts and analyses one VaultSeed. A spec.data that is not an
 // object is reported as an InvalidSpec problem.
-func Analyse(seed *ohmlabv1alpha1.VaultSeed) (templating.Object, templating.Analysis) {
+func Analyse(seed *ohmlabv1alpha1.VaultSeed) Analysed {
 	o, err := Object(seed)
 	a := templating.Analyse(o)
 	if err != nil {
 		a.Problems = append([]templating.Problem{{Reason: templating.ReasonInvalidSpec, Key: "", Message: "spec.data is not an object"}}, a.Problems...)
 	}
-	return o, a
+	return Analysed{Seed: seed, Object: o, Analysis: a}
 }
 
 // Owner is the value of the owner marker a VaultSeed writes on its path:

@@ -1,6 +1,6 @@
 // Package validate is the one verdict on VaultSeed objects that the
 // admission webhook and `ohmlab validate` share, so that the same input gets
-// the same verdict from both (issue 6). It runs templating's analysis of one
+// the same verdict from both. It runs templating's analysis of one
 // object and of a set of objects, names every problem by its key path, and
 // adds the checks of an update (spec.path is immutable) and the warnings for
 // legal but surprising specs.
@@ -89,13 +89,13 @@ func (v Verdict) Message() string {
 // references copy from the others (templating.SetSizes). out[i] is the verdict on objs[i]; copies of one
 // namespace/name each get the problems of their own path. The CLI passes
 // every object it read.
-func Set(objs []*ohmlabv1alpha1.VaultSeed) []Verdict {
+func Set(objs []seeds.Analysed) []Verdict {
 	out := make([]Verdict, len(objs))
 	tobjs := make([]templating.Object, len(objs))
 	byID := map[string][]int{}
-	for i, s := range objs {
-		o, a := seeds.Analyse(s)
-		tobjs[i] = o
+	for i, analysed := range objs {
+		s, a := analysed.Seed, analysed.Analysis
+		tobjs[i] = analysed.Object
 		for _, p := range a.Problems {
 			out[i].Problems = append(out[i].Problems, fromTemplating(p))
 		}
@@ -140,7 +140,7 @@ func Set(objs []*ohmlabv1alpha1.VaultSeed) []Verdict {
 		for _, i := range ids {
 			var rest []templating.Object
 			for j, o := range tobjs {
-				if j == i || ID(objs[j]) != id {
+				if j == i || ID(objs[j].Seed) != id {
 					rest = append(rest, o)
 				}
 			}
@@ -165,16 +165,16 @@ func Set(objs []*ohmlabv1alpha1.VaultSeed) []Verdict {
 // an update must keep spec.path, and it warns about changed keys whose
 // value the controller keeps. The verdict on seed equals Set's on seed when
 // Set is given seed and others.
-func Seed(seed, old *ohmlabv1alpha1.VaultSeed, others []*ohmlabv1alpha1.VaultSeed) Verdict {
-	v := Set(append([]*ohmlabv1alpha1.VaultSeed{seed}, others...))[0]
+func Seed(seed seeds.Analysed, old *seeds.Analysed, others []seeds.Analysed) Verdict {
+	v := Set(append([]seeds.Analysed{seed}, others...))[0]
 	if old == nil {
 		return v
 	}
-	if old.Spec.Path != seed.Spec.Path {
+	if was, now := old.Seed.Spec.Path, seed.Seed.Spec.Path; was != now {
 		v.Problems = append(v.Problems, Problem{Reason: templating.ReasonInvalidSpec, Key: KeyPath,
-			Message: "changed from " + old.Spec.Path + " to " + seed.Spec.Path + ": spec.path is immutable, delete the object and create another"})
+			Message: "changed from " + was + " to " + now + ": spec.path is immutable, delete the object and create another"})
 	}
-	v.Warnings = append(v.Warnings, changeWarnings(old, seed)...)
+	v.Warnings = append(v.Warnings, changeWarnings(*old, seed)...)
 	v.Problems = sortProblems(v.Problems)
 	v.Warnings = sortProblems(v.Warnings)
 	return v
@@ -286,10 +286,10 @@ var apiPathLabel = map[string]string{"data": "Secret Path", "metadata": "Metadat
 // keeps the value already on the path ("Seed once"): plain values and
 // generated templates. References and derived keys follow their source, and
 // a key the update rotates (new token) takes its new template.
-func changeWarnings(old, seed *ohmlabv1alpha1.VaultSeed) []Problem {
-	_, oa := seeds.Analyse(old)
-	_, na := seeds.Analyse(seed)
-	rotated := seed.Spec.Rotate != nil && (old.Spec.Rotate == nil || old.Spec.Rotate.Token != seed.Spec.Rotate.Token)
+func changeWarnings(old, seed seeds.Analysed) []Problem {
+	oa, na := old.Analysis, seed.Analysis
+	was, now := old.Seed.Spec.Rotate, seed.Seed.Spec.Rotate
+	rotated := now != nil && (was == nil || was.Token != now.Token)
 	var out []Problem
 	for _, k := range na.Keys {
 		nl := na.Leaves[k]

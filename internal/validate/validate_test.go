@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+	"github.com/ohmlab/ohmlab-controller/internal/seeds"
 	"github.com/ohmlab/ohmlab-controller/internal/validate"
 	"github.com/ohmlab/ohmlab-controller/internal/validate/validatetest"
 	"github.com/ohmlab/ohmlab-controller/templating"
@@ -127,7 +128,7 @@ func TestSet(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			vs := validate.Set(tt.objs)
+			vs := validate.Set(analyseAll(tt.objs))
 			var got [][]string
 			for _, v := range vs {
 				got = append(got, keys(v))
@@ -208,13 +209,13 @@ func TestSeed(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := validate.Seed(tt.seed, tt.old, tt.others)
+			got := validate.Seed(seeds.Analyse(tt.seed), analysedOrNil(tt.old), analyseAll(tt.others))
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("verdict (-want +got):\n%s", diff)
 			}
 			noSecret(t, got)
 			if tt.old == nil {
-				all := validate.Set(append([]*ohmlabv1alpha1.VaultSeed{tt.seed}, tt.others...))
+				all := validate.Set(analyseAll(append([]*ohmlabv1alpha1.VaultSeed{tt.seed}, tt.others...)))
 				if diff := cmp.Diff(all[0], got); diff != "" {
 					t.Errorf("Seed differs from Set on the object (-set +seed):\n%s", diff)
 				}
@@ -281,7 +282,7 @@ func TestWarningsOfAdmittedMistakes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := validate.Seed(tt.seed, nil, nil)
+			got := validate.Seed(seeds.Analyse(tt.seed), nil, nil)
 			if !got.Valid() {
 				t.Fatalf("refused: %s", got.Message())
 			}
@@ -300,4 +301,20 @@ func TestVerdictMessage(t *testing.T) {
 	if got, want := v.Message(), "a: first; b: second"; got != want {
 		t.Errorf("Message() = %q, want %q", got, want)
 	}
+}
+
+func analyseAll(objs []*ohmlabv1alpha1.VaultSeed) []seeds.Analysed {
+	out := make([]seeds.Analysed, len(objs))
+	for i, o := range objs {
+		out[i] = seeds.Analyse(o)
+	}
+	return out
+}
+
+func analysedOrNil(o *ohmlabv1alpha1.VaultSeed) *seeds.Analysed {
+	if o == nil {
+		return nil
+	}
+	a := seeds.Analyse(o)
+	return &a
 }

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+	"github.com/ohmlab/ohmlab-controller/planner"
 	"github.com/ohmlab/ohmlab-controller/test/harness"
 	"github.com/ohmlab/ohmlab-controller/vaultkv"
 )
@@ -122,7 +123,7 @@ func TestObserveOnlyNeverReportsAStalePlan(t *testing.T) {
 	f.create(f.seed("app", path, `{"x": "<random:8>", "h": "<bcrypt:x>"}`))
 	obj := f.waitReason("app", ohmlabv1alpha1.ReasonObserveOnly, 10*time.Second)
 	g.Expect(condition(obj, ohmlabv1alpha1.ConditionDrifted).Status).To(Equal(metav1.ConditionTrue))
-	g.Expect(f.value("ohmlab_planned_changes", map[string]string{"name": "app", "action": ActionCreateField})).To(Equal(2.0))
+	g.Expect(f.value("ohmlab_planned_changes", map[string]string{"name": "app", "action": planner.ActionCreateField})).To(Equal(2.0))
 
 	f.update("app", func(o *ohmlabv1alpha1.VaultSeed) {
 		o.Spec.Data.Raw = []byte(`{"x": "<random:8>", "h": "<bcrypt:x>", "c": "<ref:` + f.path("missing") + `#k>"}`)

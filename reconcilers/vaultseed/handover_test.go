@@ -10,6 +10,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+	"github.com/ohmlab/ohmlab-controller/planner/plantest"
 	"github.com/ohmlab/ohmlab-controller/templating"
 	"github.com/ohmlab/ohmlab-controller/test/harness"
 	"github.com/ohmlab/ohmlab-controller/vaultkv"
@@ -45,7 +46,7 @@ func TestSuccessorReportsAWriteItsProcessDidNot(t *testing.T) {
 		wantParts int
 	}{
 		{name: "a few keys", keys: []string{"admin.password", "apiKey"}, wantParts: 1},
-		{name: "more key names than one custom_metadata value holds", keys: manyKeys(40), wantParts: 4},
+		{name: "more key names than one custom_metadata value holds", keys: plantest.ManyKeys(40), wantParts: 4},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

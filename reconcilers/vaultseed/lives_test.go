@@ -18,6 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+	"github.com/ohmlab/ohmlab-controller/internal/seeds"
+	"github.com/ohmlab/ohmlab-controller/planner"
+	"github.com/ohmlab/ohmlab-controller/planner/plantest"
 	"github.com/ohmlab/ohmlab-controller/templating"
 	"github.com/ohmlab/ohmlab-controller/vaultkv"
 )
@@ -173,7 +176,7 @@ func TestAnObjectThatLostItsStatusPrunesNothing(t *testing.T) {
 			after := readPath(t, path)
 			g.Expect(after.Data).To(Equal(before.Data), "nothing pruned, nothing written")
 			// ohmlab plan, given the object as it is, agrees.
-			previews, err := PreviewSeeds(context.Background(), rootKV(t), []*ohmlabv1alpha1.VaultSeed{got}, PreviewOptions{})
+			previews, err := planner.PreviewSeeds(context.Background(), rootKV(t), []seeds.Analysed{seeds.Analyse(got)}, planner.PreviewOptions{})
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(previews[0].Actions).To(BeEmpty(), "ohmlab plan: %s", previews[0].Writes)
 			g.Expect(after.Version).To(Equal(before.Version))
@@ -196,7 +199,7 @@ func TestARotationTooLongToListItsKeysIsMadeOnce(t *testing.T) {
 	g := NewWithT(t)
 	startServers(t)
 	tree := map[string]any{}
-	for _, k := range manyKeys(120) {
+	for _, k := range plantest.ManyKeys(120) {
 		templating.SetPath(tree, k, "<random:8>")
 	}
 	data, err := json.Marshal(tree)
@@ -211,7 +214,7 @@ func TestARotationTooLongToListItsKeysIsMadeOnce(t *testing.T) {
 	rotated := readPath(t, path)
 	g.Expect(rotated.Version).To(Equal(2))
 	g.Expect(rotated.Metadata).NotTo(HaveKey(ohmlabv1alpha1.RotationTokenMetadataKey), "stopped before recording the token")
-	record, ok := recordedIntent(stringMetadata(rotated.Metadata))
+	record, ok := planner.RecordOn(stringMetadata(rotated.Metadata))
 	g.Expect(ok).To(BeTrue())
 	g.Expect(record.Unlisted).To(BeTrue(), "the record is too long to name the keys")
 
@@ -292,37 +295,6 @@ func (k *killedAfterWrite) Write(ctx context.Context, path string, data map[stri
 	return w, err
 }
 
-// TestStaleCopyWritesNothing: a copy of the object older than the
-// generation that wrote the path's last record (another process's cache
-// lagging behind during a shard move) plans nothing; another object's
-// record, or none, is no reason to wait.
-func TestStaleCopyWritesNothing(t *testing.T) {
-	record := func(uid string, generation int64) *vaultkv.Secret {
-		w := intent{Version: 3, UID: uid, Generation: generation, Actions: map[string][]string{ActionRotate: {"a"}}}
-		return &vaultkv.Secret{Exists: true, Version: 3, CustomMetadata: w.metadata()}
-	}
-	seed := &ohmlabv1alpha1.VaultSeed{}
-	seed.UID, seed.Generation = "u1", 4
-	tests := []struct {
-		name string
-		path *vaultkv.Secret
-		want bool
-	}{
-		{name: "written by a newer generation of this object", path: record("u1", 5), want: true},
-		{name: "written by this generation", path: record("u1", 4)},
-		{name: "written by an older generation", path: record("u1", 3)},
-		{name: "written by another object under the same name", path: record("u0", 9)},
-		{name: "no record", path: &vaultkv.Secret{Exists: true, Version: 3}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := staleCopy(seed, tt.path); got != tt.want {
-				t.Errorf("staleCopy = %v, want %v", got, tt.want)
-			}
-		})
-	}
-}
-
 // TestUnreportedKeysAreTheObjectsOwn: what a failed status write left in
 // memory is the object's by UID: an object deleted and created again under
 // the same name does not inherit it.
@@ -331,12 +303,16 @@ func TestUnreportedKeysAreTheObjectsOwn(t *testing.T) {
 	seed := &ohmlabv1alpha1.VaultSeed{}
 	seed.Namespace, seed.Name, seed.UID = "ns", "app", "u1"
 	kept := []ohmlabv1alpha1.ManagedKey{{Key: "a", Version: 1, CreatedTime: "2026-12-06T05:00:00Z"}}
-	r.unreported.Store(client.ObjectKeyFromObject(seed), unreported{uid: "u1", managedKeys: kept})
+	r.store.setUnreported(seed, kept, true)
 	g := NewWithT(t)
-	g.Expect(r.managed(seed)).To(Equal(kept))
+	managed, pending := r.store.managed(seed)
+	g.Expect(managed).To(Equal(kept))
+	g.Expect(pending).To(BeTrue())
 	again := seed.DeepCopy()
 	again.UID = "u2"
-	g.Expect(r.managed(again)).To(BeEmpty(), "created again under the same name")
+	managed, pending = r.store.managed(again)
+	g.Expect(managed).To(BeEmpty(), "created again under the same name")
+	g.Expect(pending).To(BeFalse())
 }
 
 // TestARotationThatCannotBeCheckedIsNotMadeAgain: a rotation lands and its

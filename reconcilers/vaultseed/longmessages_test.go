@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+	"github.com/ohmlab/ohmlab-controller/planner"
 )
 
 // andMore is how a capped message ends: the count of the items left out.
@@ -62,7 +63,7 @@ func TestManyPendingReferencesAreReportedCapped(t *testing.T) {
 		c := condition(obj, typ)
 		g.Expect(c).NotTo(BeNil(), typ)
 		g.Expect(c.Status).To(Equal(status), typ)
-		g.Expect(len(c.Message)).To(BeNumerically("<=", maxConditionMessage), typ)
+		g.Expect(len(c.Message)).To(BeNumerically("<=", planner.MaxConditionMessage), typ)
 		g.Expect(c.Message).To(HavePrefix(first), typ)
 		g.Expect(c.Message).To(MatchRegexp(andMore.String()), typ)
 		shown := strings.Count(c.Message, "#password (path missing)")
@@ -76,7 +77,7 @@ func TestManyPendingReferencesAreReportedCapped(t *testing.T) {
 		notes = f.warnings("app", ohmlabv1alpha1.ReasonRefPending)
 		return notes
 	}).WithTimeout(10*time.Second).Should(HaveLen(1), "the Warning event is stored")
-	g.Expect(len(notes[0])).To(BeNumerically("<=", maxEventNote))
+	g.Expect(len(notes[0])).To(BeNumerically("<=", planner.MaxEventNote))
 	g.Expect(notes[0]).To(HavePrefix(first))
 	g.Expect(notes[0]).To(MatchRegexp(andMore.String()))
 	t.Logf("the event's note: %d bytes, ending %q", len(notes[0]), notes[0][len(notes[0])-40:])
@@ -105,7 +106,7 @@ func TestManyStalledHashesAreReportedCapped(t *testing.T) {
 	stalled := condition(obj, ohmlabv1alpha1.ConditionStalled)
 	g.Expect(stalled).NotTo(BeNil())
 	g.Expect(strings.Count(stalled.Message, "cannot be computed while")).To(Equal(hashes), "the condition has room for every stalled key")
-	g.Expect(len(stalled.Message)).To(BeNumerically(">", maxEventNote), "longer than an event's note")
+	g.Expect(len(stalled.Message)).To(BeNumerically(">", planner.MaxEventNote), "longer than an event's note")
 
 	var notes []string
 	g.Eventually(func() []string {
@@ -113,7 +114,7 @@ func TestManyStalledHashesAreReportedCapped(t *testing.T) {
 		return notes
 	}).WithTimeout(10*time.Second).Should(HaveLen(1), "the Warning event is stored")
 	note := notes[0]
-	g.Expect(len(note)).To(BeNumerically("<=", maxEventNote))
+	g.Expect(len(note)).To(BeNumerically("<=", planner.MaxEventNote))
 	g.Expect(note).To(HavePrefix("password0Hashed: cannot be computed while password0 is empty; fill it in (vault kv patch " + path + " password0=...); "))
 	g.Expect(note).To(MatchRegexp(andMore.String()))
 	shown := strings.Count(note, "cannot be computed while")

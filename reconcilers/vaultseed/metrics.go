@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ohmlab/ohmlab-controller/planner"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/protobuf/proto"
@@ -18,15 +19,14 @@ import (
 // The series are made at scrape time from one small record per object
 // (Prometheus' pattern for metrics of objects kept elsewhere, as in
 // kube-state-metrics), instead of one child of a metric vector per series:
-// a child holds its label pairs and a map entry, which at 10,000 objects and
-// three series each was the largest live part of the heap (issue 13: memory
-// at 10,000 objects). Every update is O(1) in the number of objects.
+// a child holds its label pairs and a map entry, which at scale is the
+// largest live part of the heap (docs/performance.md, "Memory"). Every
+// update is O(1) in the number of objects.
 //
 // Metrics is a prometheus.Gatherer of its own families, served beside the
 // registry (prometheus.NewMultiTRegistry): a Collector's series go through
 // a const metric, its label pairs and the registry's copy and consistency
-// hash each, 24 MiB in 540,000 allocations per scrape of 10,000 objects
-// (issue 25: memory at 10,000 objects with scrapes). Gather builds the
+// hash each, several allocations per series and scrape. Gather builds the
 // families themselves, in a few blocks per scrape.
 type Metrics struct {
 	mu      sync.Mutex
@@ -54,7 +54,7 @@ type objectSeries struct {
 	writes    float64
 	hasWrites bool
 	// ohmlab_planned_changes{namespace,name,action}: the changes a real run
-	// would make, in observe-only mode, by action (indexed like actionOrder);
+	// would make, in observe-only mode, by action (indexed like planner.ActionOrder());
 	// nil: none.
 	planned []int
 }
@@ -122,10 +122,10 @@ func (m *Metrics) update(target, namespace, name string, f func(*objectSeries)) 
 func (m *Metrics) setPlanned(target, namespace, name string, counts map[string]int) {
 	m.update(target, namespace, name, func(s *objectSeries) {
 		s.planned = nil
-		for i, action := range actionOrder {
+		for i, action := range planner.ActionOrder() {
 			if n := counts[action]; n > 0 {
 				if s.planned == nil {
-					s.planned = make([]int, len(actionOrder))
+					s.planned = make([]int, len(planner.ActionOrder()))
 				}
 				s.planned[i] = n
 			}
@@ -253,7 +253,7 @@ func (m *Metrics) Gather() ([]*dto.MetricFamily, error) {
 		for a, n := range s.planned {
 			if n > 0 {
 				planned = append(planned, &dto.Metric{
-					Label: []*dto.LabelPair{pair(&labelAction, actionOrder[a]), &b.namePair, namespace},
+					Label: []*dto.LabelPair{pair(&labelAction, planner.ActionOrder()[a]), &b.namePair, namespace},
 					Gauge: &dto.Gauge{Value: proto.Float64(float64(n))},
 				})
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+	"github.com/ohmlab/ohmlab-controller/planner"
 )
 
 // readySeries returns the ohmlab_object_ready series as
@@ -83,7 +84,7 @@ func TestForgetRemovesEverySeries(t *testing.T) {
 	m := NewMetrics(prometheus.NewRegistry())
 	for _, name := range []string{"a", "b"} {
 		m.setReady("vault", "ns", name, "Succeeded", true)
-		m.setPlanned("vault", "ns", name, map[string]int{ActionCreate: 1, ActionRotate: 2})
+		m.setPlanned("vault", "ns", name, map[string]int{planner.ActionCreate: 1, planner.ActionRotate: 2})
 		m.wrote("vault", "ns", name)
 		m.reconciled("vault", "ns", name)
 	}
@@ -144,8 +145,8 @@ func TestExpositionIsUnchanged(t *testing.T) {
 	for _, r := range expositionRecords() {
 		m.update(r.target, r.namespace, r.name, func(s *objectSeries) { *s = r.series })
 	}
-	m.setPlanned("vault", "team-a", "a-1", map[string]int{ActionCreateField: 2, ActionRotate: 1, ActionDelete: 1})
-	m.setPlanned("vault", "team-b", "b", map[string]int{ActionCreate: 1})
+	m.setPlanned("vault", "team-a", "a-1", map[string]int{planner.ActionCreateField: 2, planner.ActionRotate: 1, planner.ActionDelete: 1})
+	m.setPlanned("vault", "team-b", "b", map[string]int{planner.ActionCreate: 1})
 	if diff := cmp.Diff(expositionOfD6da5e2, exposition(t, m)); diff != "" {
 		t.Errorf("exposition (-d6da5e2 +now):\n%s", diff)
 	}

@@ -50,7 +50,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
-	"github.com/ohmlab/ohmlab-controller/internal/seeds"
+	"github.com/ohmlab/ohmlab-controller/internal/seedindex"
+	"github.com/ohmlab/ohmlab-controller/planner"
 	"github.com/ohmlab/ohmlab-controller/templating"
 	"github.com/ohmlab/ohmlab-controller/vaultkv"
 	kvfake "github.com/ohmlab/ohmlab-controller/vaultkv/fake"
@@ -134,7 +135,7 @@ func newFakeWorld(t testing.TB) *world {
 		t.Fatal(err)
 	}
 	b := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&ohmlabv1alpha1.VaultSeed{})
-	for field, fn := range seeds.Indexes {
+	for field, fn := range seedindex.Indexes {
 		b = b.WithIndex(&ohmlabv1alpha1.VaultSeed{}, field, fn)
 	}
 	kv := kvfake.New()
@@ -498,7 +499,7 @@ func (h *modelRun) describe(ctx context.Context) string {
 	for _, name := range []string{"a", "b"} {
 		obj := h.get(ctx, name)
 		s, _ := h.w.root.Read(ctx, h.paths[name])
-		fmt.Fprintf(&b, "%s: generation %d, status %+v\n  path version %d, created %s, custom_metadata %v\n", name, obj.Generation, obj.Status, s.Version, createdTime(s.Created), s.CustomMetadata)
+		fmt.Fprintf(&b, "%s: generation %d, status %+v\n  path version %d, created %s, custom_metadata %v\n", name, obj.Generation, obj.Status, s.Version, planner.CreatedTime(s.Created), s.CustomMetadata)
 	}
 	return b.String()
 }
@@ -748,8 +749,8 @@ func (h *modelRun) checkStatus(ctx context.Context, path string, obj *ohmlabv1al
 		if m.Version != int64(s.Version) {
 			continue
 		}
-		if m.CreatedTime != createdTime(s.Created) {
-			return fmt.Sprintf("%s: managed key %s names version %d created %s; that version was created %s", path, m.Key, m.Version, m.CreatedTime, createdTime(s.Created))
+		if m.CreatedTime != planner.CreatedTime(s.Created) {
+			return fmt.Sprintf("%s: managed key %s names version %d created %s; that version was created %s", path, m.Key, m.Version, m.CreatedTime, planner.CreatedTime(s.Created))
 		}
 	}
 	return ""
@@ -909,7 +910,7 @@ func (h *modelRun) put(ctx context.Context, path string, flat map[string]any) {
 // write record that no version holds yet: what a write the controller
 // recorded and could not make would have written.
 func (h *modelRun) fillPendingRecord(ctx context.Context, i int, path string) {
-	w, ok := recordedIntent(h.metadata(ctx, path))
+	w, ok := planner.RecordOn(h.metadata(ctx, path))
 	s, err := h.w.root.Read(ctx, path)
 	if err != nil {
 		h.w.t.Fatalf("reading %s: %v", path, err)
@@ -920,7 +921,7 @@ func (h *modelRun) fillPendingRecord(ctx context.Context, i int, path string) {
 	cur := h.read(ctx, path)
 	for name, keys := range w.Actions {
 		for _, k := range keys {
-			if name == ActionDeleteField {
+			if name == planner.ActionDeleteField {
 				delete(cur, k)
 				continue
 			}

@@ -2,109 +2,143 @@ package vaultseed
 
 import (
 	"context"
+	"slices"
 	"time"
 
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+	"github.com/ohmlab/ohmlab-controller/internal/seedindex"
 	"github.com/ohmlab/ohmlab-controller/internal/seeds"
+	"github.com/ohmlab/ohmlab-controller/planner"
 	"github.com/ohmlab/ohmlab-controller/templating"
 	"github.com/ohmlab/ohmlab-controller/vaultkv"
 )
 
-// planInput is what observing and planning one object takes besides the
-// object. A reconcile (Reconciler.sync) and `ohmlab plan` (previewOne) run
-// the same observePlan and differ only here (issue 23, item 5).
-type planInput struct {
-	// kv reads the path, its reference sources and the versions a prune
-	// compares with.
-	kv KVReader
-	// ring returns the reference cycle through the object ("" when none):
-	// over the cache for a reconcile, over the input set for a preview.
-	ring func(obj templating.Object) (string, error)
-	// managed returns status.managedKeys as the caller knows them.
-	managed func() []ohmlabv1alpha1.ManagedKey
-	// landed, when set, is given the path as read, before planning, and
-	// returns the recorded write it reported or whose rotation token is left
-	// to record, nil when none (Reconciler.landed).
-	landed func(path *vaultkv.Secret) (*intent, error)
-	// expect, when set, is told the sources the reconcile is about to read
-	// and returns a function to call once it is over (sourcedReader.expect).
-	expect func(paths []string) (done func())
-	// allowDelete is the target's allowDelete.
-	allowDelete bool
-	gen         templating.Generator
-	// fillBy, when set, is when value generation stops (a
-	// *templating.StoppedError), earlier than ctx's end so that the writes
-	// that follow still have time.
-	fillBy time.Time
+// input is what the planner takes of the object: the object analysed once,
+// the managed keys the process knows (status, or a write status could not
+// record), and the reference cycle through it over the cache.
+func (r *Reconciler) input(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed) (planner.Input, error) {
+	managed, unreported := r.store.managed(seed)
+	in := planner.Input{Analysed: seeds.Analyse(seed), Managed: managed, Unreported: unreported, AllowDelete: r.AllowDelete,
+		CheckRecord: !r.ObserveOnly, Now: time.Now(), ReportWithin: r.Timeout}
+	if len(in.Analysis.Problems) > 0 {
+		return in, nil
+	}
+	ring, err := r.cycle(ctx, in.Analysed)
+	in.Ring = ring
+	return in, err
 }
 
-// planned is one object observed and planned.
-type planned struct {
-	// stop is the result of an object that stops before Vault is read
-	// (invalid, on a reference cycle, or asking for a Delete that is not
-	// allowed); nil when the path was read and planned.
-	stop     *result
-	observed Observed
-	plan     Plan
+// cycle returns the message of a reference cycle through the object's path,
+// or "". It analyses only the objects reachable from the object through
+// references (seedindex.Related), not the whole cache.
+func (r *Reconciler) cycle(ctx context.Context, seed seeds.Analysed) (string, error) {
+	related, err := seedindex.Related(ctx, r.Client, seed)
+	if err != nil || len(related) == 0 {
+		return "", err
+	}
+	objs := []templating.Object{seed.Object}
+	for _, o := range related {
+		objs = append(objs, o.Object)
+	}
+	return planner.RingThrough(templating.AnalyseSet(objs), seeds.Owner(seed.Seed)), nil
 }
 
-// readError is Vault's answer to a read of observePlan: a reconcile
-// reports it (backendOutcome), and so does a preview (the object is
-// unreadable), which stops on it only when Vault does not answer.
-type readError struct{ err error }
+// reader is how a reconcile of seed reads Vault: reference sources through
+// what the process remembers of them (sources), the object's own path with
+// its metadata first when it was never written.
+func (r *Reconciler) reader(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed) *sourcedReader {
+	var kv planner.KVReader = r.KV
+	if managed, _ := r.store.managed(seed); !r.ObserveOnly && seed.Status.Version == 0 && len(managed) == 0 {
+		// Never written: its path is most likely new, and only a read of
+		// its metadata tells whether its marker may create them.
+		kv = newPathReader{KV: r.KV, path: seed.Spec.Path}
+	}
+	self := client.ObjectKeyFromObject(seed)
+	reader := r.sources.readerFor(kv, seed.Spec.Path, self.String(),
+		func() bool { return r.referenced(ctx, seed.Spec.Path) }, func() { r.notifyDependents(ctx, seed.Spec.Path) })
+	if reconcileAsked(seed) {
+		// A person asked for this reconcile, most likely after changing a
+		// source by hand: what the process remembers of it may be older.
+		reader.fresh = func(path string) { r.notifyDependentsBut(ctx, path, self) }
+	}
+	return reader
+}
 
-func (e readError) Error() string { return e.err.Error() }
-func (e readError) Unwrap() error { return e.err }
+// sourcesComing says whether a new object's first wait is left unreported:
+// it is RefPending, writes nothing, has never reported a status, and a
+// source it waits for, read absent, is the path of an object of this
+// process that this process has yet to reconcile. That object's first write
+// wakes it (notifyDependents), and its backoff retry comes anyway, so a
+// RefPending status and Warning event, stale a moment later, would only
+// cost two Kubernetes writes (dependents created beside their sources are
+// often reconciled just before them). Once per
+// object and process: its next wait is reported, whatever its sources.
+func (r *Reconciler) sourcesComing(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, out outcome) bool {
+	p := out.plan
+	if r.ObserveOnly || p == nil || p.Outcome != planner.OutcomeWait || !p.Empty() || len(out.absentSources) == 0 ||
+		findCondition(seed, ohmlabv1alpha1.ConditionReady) != nil || reconcileAsked(seed) {
+		return false
+	}
+	key := client.ObjectKeyFromObject(seed)
+	if r.store.has(key, factWaitUnreported) {
+		return false
+	}
+	for _, path := range out.absentSources {
+		if path != seed.Spec.Path && r.unreconciledOwner(ctx, path) {
+			r.store.add(key, factWaitUnreported)
+			ctrl.LoggerFrom(ctx).V(1).Info("waiting for a source whose object is yet to be reconciled; not reporting RefPending", "path", seed.Spec.Path, "source", path)
+			return true
+		}
+	}
+	return false
+}
 
-// observePlan checks the object, reads its path and its sources through
-// in.kv, and plans (DESIGN.md, "Data flow of one reconcile"). A failed read
-// is a readError; any other error is the cycle check's or value
-// generation's (*templating.StoppedError when it did not end by in.fillBy).
-func observePlan(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, in planInput) (planned, error) {
-	stop := func(res result) (planned, error) { return planned{stop: &res}, nil }
-	obj, analysis := seeds.Analyse(seed)
-	if len(analysis.Problems) > 0 {
-		return stop(stalledResult(problemsReason(analysis.Problems), problemsMessage(analysis.Problems)))
+// unreconciledOwner reports whether path is the own path of an object of
+// this process that this process has not reconciled yet (queued for its
+// first reconcile here). When the cache cannot answer, it says no: the wait
+// is then reported.
+func (r *Reconciler) unreconciledOwner(ctx context.Context, path string) bool {
+	var list ohmlabv1alpha1.VaultSeedList
+	opts := []client.ListOption{client.MatchingFields{seedindex.IndexPath: path}, client.UnsafeDisableDeepCopy}
+	if r.Selector != nil {
+		opts = append(opts, client.MatchingLabelsSelector{Selector: r.Selector})
 	}
-	ring, err := in.ring(obj)
-	if err != nil {
-		return planned{}, err
+	if err := r.Client.List(ctx, &list, opts...); err != nil {
+		return false
 	}
-	if ring != "" {
-		return stop(stalledResult(ohmlabv1alpha1.ReasonRefCycle, textMessage(ring+"; change or remove a <ref:> of one of these objects to break it; until then nothing is written to these paths")))
-	}
-	if res, refused := deleteRefused(seed, in.allowDelete); refused {
-		return stop(res)
-	}
-	desired := desiredOf(seed, analysis, in.managed())
-	if in.expect != nil {
-		defer in.expect(analysis.RefPaths)()
-	}
-	observed, err := observeVault(ctx, in.kv, seed.Spec.Path, analysis.RefPaths, desired)
-	if err != nil {
-		return planned{observed: observed}, readError{err}
-	}
-	if staleCopy(seed, observed.Path) {
-		return stop(waitingResult(ohmlabv1alpha1.ReasonProgressing, textMessage("a newer generation of the object has written the path; waiting for it to reach this process")))
-	}
-	if in.landed != nil {
-		w, err := in.landed(observed.Path)
-		if err != nil {
-			return planned{observed: observed}, readError{err}
-		}
-		if w != nil {
-			observed.LandedToken, observed.LandedAt = w.Token, w.Version
+	for i := range list.Items {
+		if !r.store.has(client.ObjectKeyFromObject(&list.Items[i]), factAttempted) {
+			return true
 		}
 	}
-	fillCtx := ctx
-	if !in.fillBy.IsZero() {
-		var cancel context.CancelFunc
-		fillCtx, cancel = context.WithDeadline(ctx, in.fillBy)
-		defer cancel()
+	return false
+}
+
+// absentSources are the paths of refs read absent, sorted.
+func absentSources(refs map[string]*vaultkv.Secret) []string {
+	var out []string
+	for path, s := range refs {
+		if s == nil || !s.Exists {
+			out = append(out, path)
+		}
 	}
-	p, err := plan(fillCtx, desired, observed, in.gen)
-	if err != nil {
-		return planned{}, err
+	slices.Sort(out)
+	return out
+}
+
+// newPathReader reads path, the path of an object never written, with
+// ReadNew (its metadata first), and every other path as kv does.
+type newPathReader struct {
+	vaultkv.KV
+	path string
+}
+
+func (n newPathReader) Read(ctx context.Context, path string) (*vaultkv.Secret, error) {
+	if path == n.path {
+		return n.KV.ReadNew(ctx, path)
 	}
-	return planned{observed: observed, plan: p}, nil
+	return n.KV.Read(ctx, path)
 }

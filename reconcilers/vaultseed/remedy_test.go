@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+	"github.com/ohmlab/ohmlab-controller/planner"
 	"github.com/ohmlab/ohmlab-controller/templating"
 	"github.com/ohmlab/ohmlab-controller/vaultkv/fake"
 )
@@ -73,7 +74,7 @@ func TestStalledMessagesSayWhatToDo(t *testing.T) {
 		"deleted": {ohmlabv1alpha1.ReasonPathDeleted, "the latest version (1) of the path is deleted: undelete it (vault kv undelete -versions=1 ohmlab/p/deleted), " +
 			"or delete the path's metadata (vault kv metadata delete ohmlab/p/deleted) to have it created anew"},
 	}
-	previews, err := PreviewSeeds(ctx, kv, objs, PreviewOptions{})
+	previews, err := planner.PreviewSeeds(ctx, kv, analyseAll(objs), planner.PreviewOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

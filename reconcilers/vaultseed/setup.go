@@ -19,8 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
-	"github.com/ohmlab/ohmlab-controller/internal/seeds"
-	"github.com/ohmlab/ohmlab-controller/templating"
+	"github.com/ohmlab/ohmlab-controller/internal/seedindex"
 )
 
 // SetupWithManager registers the reconciler with a manager whose cache has
@@ -30,10 +29,10 @@ import (
 // ohmlab.fr/reconcile-requested-at (reconcileRequested) trigger a reconcile
 // (status and other annotation updates do not), and only for objects of
 // the shard; writes to a path trigger the shard's objects that reference
-// it. Every update also tells lastWrites the copy the cache now holds.
+// it. Every update also tells the store the copy the cache now holds.
 //
-// The work queue is controller-runtime's priority queue (issue 13: no
-// object waits behind resyncs). A created or changed object, and a
+// The work queue is controller-runtime's priority queue, so that no object
+// waits behind resyncs. A created or changed object, and a
 // dependent whose source was written, are queued at the default priority;
 // the objects of the initial list (a start or a restart) and every resync
 // (see resync) at handler.LowPriority, so new work is reconciled before any
@@ -54,7 +53,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		// so a write is forgotten once the cache shows it.
 		Watches(&ohmlabv1alpha1.VaultSeed{}, handler.Funcs{
 			UpdateFunc: func(_ context.Context, e event.UpdateEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-				r.lastWrites.cached(e.ObjectNew)
+				r.store.cached(e.ObjectNew)
 			},
 		}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency, RecoverPanic: new(true), UsePriorityQueue: new(true)}).
@@ -77,7 +76,7 @@ func (r *Reconciler) init() {
 // at a fixed phase of the period, drawn from its name, rather than one
 // period after its last reconcile: the resyncs of objects created or
 // restarted together spread evenly over the period instead of coming back
-// as one burst every period (issue 13: bcrypt compares after a restart are
+// as one burst every period (the bcrypt compares after a restart are
 // spread over the first resync), and no object waits more than one period.
 func (r *Reconciler) resync(key types.NamespacedName, now time.Time) ctrl.Result {
 	return ctrl.Result{RequeueAfter: untilPhase(key, r.ResyncPeriod, now), Priority: new(handler.LowPriority)}
@@ -86,10 +85,10 @@ func (r *Reconciler) resync(key types.NamespacedName, now time.Time) ctrl.Result
 // resyncSlots is how many instants of the period the phases fall on. The
 // objects of one slot come due together and are reconciled back to back,
 // so the work queue, the scheduler and the processor's caches wake once per
-// slot rather than once per object (issue 13: a quiet resync's CPU is
-// mostly such wake-ups, not the reconciles); 60 slots keep the period
-// spread (a sixtieth of the objects at a time: 10 s apart at the default
-// 10 min, 167 Vault reads at 10,000 objects, within the client's burst).
+// slot rather than once per object (such wake-ups, not the reconciles,
+// are most of a quiet resync's CPU); 60 slots keep the period spread: a
+// sixtieth of the objects at a time, 10 s apart at the default 10 min,
+// within the Vault client's burst (docs/performance.md).
 const resyncSlots = 60
 
 // untilPhase returns the time from now to the next instant whose offset in
@@ -114,7 +113,7 @@ func untilPhase(key types.NamespacedName, period time.Duration, now time.Time) t
 // answer, it says yes: an entry too many costs memory, one too few nothing
 // but a read.
 func (r *Reconciler) referenced(ctx context.Context, path string) bool {
-	found, err := r.indexed(ctx, seeds.IndexRefPaths, path)
+	found, err := r.indexed(ctx, seedindex.IndexRefPaths, path)
 	return found || err != nil
 }
 
@@ -122,7 +121,7 @@ func (r *Reconciler) referenced(ctx context.Context, path string) bool {
 // (sources: its resyncs keep the entry fresh). When the cache cannot
 // answer, it says no: the source is then read from Vault.
 func (r *Reconciler) keeps(ctx context.Context, path string) bool {
-	found, err := r.indexed(ctx, seeds.IndexPath, path)
+	found, err := r.indexed(ctx, seedindex.IndexPath, path)
 	return found && err == nil
 }
 
@@ -151,7 +150,7 @@ func (r *Reconciler) notifyDependents(ctx context.Context, path string) {
 // whose own read of path found the change.
 func (r *Reconciler) notifyDependentsBut(ctx context.Context, path string, except types.NamespacedName) {
 	var list ohmlabv1alpha1.VaultSeedList
-	opts := []client.ListOption{client.MatchingFields{seeds.IndexRefPaths: path}}
+	opts := []client.ListOption{client.MatchingFields{seedindex.IndexRefPaths: path}}
 	if r.Selector != nil {
 		// Only this shard's: another shard's dependents read the path at
 		// their own retry or resync.
@@ -172,44 +171,13 @@ func (r *Reconciler) notifyDependentsBut(ctx context.Context, path string, excep
 			continue
 		}
 		// Asked for: not deferred to its phase after a start.
-		r.known.add(key, factSeen)
+		r.store.add(key, factSeen)
 		select {
 		case r.dependents <- event.TypedGenericEvent[*ohmlabv1alpha1.VaultSeed]{Object: &list.Items[i]}:
 		case <-ctx.Done():
 			return
 		}
 	}
-}
-
-// cycle returns the message of a reference cycle through the object's path,
-// or "". It analyses only the objects reachable from the object through
-// references (seeds.Related), not the whole cache.
-func (r *Reconciler) cycle(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, obj templating.Object) (string, error) {
-	related, err := seeds.Related(ctx, r.Client, seed)
-	if err != nil || len(related) == 0 {
-		return "", err
-	}
-	objs := []templating.Object{obj}
-	for _, o := range related {
-		other, err := seeds.Object(o)
-		if err != nil {
-			return "", err
-		}
-		objs = append(objs, other)
-	}
-	return ringThrough(templating.AnalyseSet(objs), seeds.Owner(seed)), nil
-}
-
-// ringThrough returns the message of the reference cycle through the object
-// owner ("<namespace>/<name>") among the problems of templating.AnalyseSet,
-// or "".
-func ringThrough(set []templating.Problem, owner string) string {
-	for _, p := range set {
-		if p.Reason == templating.ReasonRefCycle && p.Object == owner {
-			return p.Message
-		}
-	}
-	return ""
 }
 
 // deferAfterStart reports whether the first reconcile of seed in this
@@ -222,7 +190,7 @@ func ringThrough(set []templating.Problem, owner string) string {
 // rather than in one burst. A created or changed object, one
 // that was not Ready, and every later reconcile run at once. Its Ready metric is set from the status meanwhile.
 func (r *Reconciler) deferAfterStart(seed *ohmlabv1alpha1.VaultSeed) bool {
-	if r.known.add(client.ObjectKeyFromObject(seed), factSeen) {
+	if r.store.add(client.ObjectKeyFromObject(seed), factSeen) {
 		return false
 	}
 	ready := findCondition(seed, ohmlabv1alpha1.ConditionReady)
@@ -240,7 +208,5 @@ func (r *Reconciler) forgetObject(key types.NamespacedName) {
 	r.Metrics.forget(r.Target, key.Namespace, key.Name)
 	r.Generator.Cache.Forget(key.Namespace + "/" + key.Name)
 	r.backoff.Forget(key)
-	r.known.forget(key)
-	r.lastWrites.forget(key)
-	r.unreported.Delete(key)
+	r.store.forget(key)
 }

@@ -109,7 +109,7 @@ func TestDeferAfterStart(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := &Reconciler{Metrics: NewMetrics(prometheus.NewRegistry()), Target: "vault"}
 			if tt.asked {
-				r.known.add(types.NamespacedName{Namespace: "ns", Name: "o"}, factSeen)
+				r.store.add(types.NamespacedName{Namespace: "ns", Name: "o"}, factSeen)
 			}
 			for i, want := range tt.want {
 				if got := r.deferAfterStart(tt.seed); got != want {
@@ -129,9 +129,9 @@ func TestForgetObjectIsSeenAgainAsNew(t *testing.T) {
 	r := &Reconciler{Metrics: NewMetrics(prometheus.NewRegistry()),
 		backoff: workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](backoffBase, backoffMax)}
 	key := types.NamespacedName{Namespace: "ns", Name: "o"}
-	r.known.add(key, factSeen)
+	r.store.add(key, factSeen)
 	r.forgetObject(key)
-	if r.known.has(key, factSeen) {
+	if r.store.has(key, factSeen) {
 		t.Error("a deleted object is still remembered")
 	}
 }

@@ -17,8 +17,8 @@ import (
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
 )
 
-// owns says whether the object belongs to this process's shard (issue 13,
-// "Scale past one process"). A nil Selector owns every object.
+// owns says whether the object belongs to this process's shard
+// (docs/sharding.md). A nil Selector owns every object.
 func (r *Reconciler) owns(o client.Object) bool {
 	return r.Selector == nil || r.Selector.Matches(labels.Set(o.GetLabels()))
 }
@@ -72,7 +72,7 @@ func handedOver(o client.Object) bool {
 // ShardChanged (markShardChanged), so that a move to a shard no process
 // runs does not leave Ready=True behind, kept by nobody.
 func (r *Reconciler) leave(ctx context.Context, key types.NamespacedName, cached *ohmlabv1alpha1.VaultSeed) error {
-	if !r.known.has(key, factAttempted) {
+	if !r.store.has(key, factAttempted) {
 		r.forgetObject(key)
 		return nil
 	}

@@ -7,12 +7,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ohmlab/ohmlab-controller/planner"
 	"github.com/ohmlab/ohmlab-controller/vaultkv"
 )
 
 // sources remembers reads of reference sources, so that one Vault read of
-// a source serves every object that references it (issue 13: one read per
-// distinct path per resync period, however many objects reference it).
+// a source serves every object that references it: one read per distinct
+// path per resync period, however many objects reference it.
 //
 // Only the path of an object of this process is remembered and served
 // (keeps): that object keeps its entry fresh, since its own read at each
@@ -20,8 +21,8 @@ import (
 // version or other data makes its dependents look at once, reader), and
 // so do this process's writes of the path. Any other path (written by hand
 // or by another shard's process) is read from Vault at every reconcile of
-// every dependent (issue 23, item 4: a reference is kept equal to its
-// source at every resync). What remains: a key of an object's path that
+// every dependent: a reference is kept equal to its source at every
+// resync. What remains: a key of an object's path that
 // is edited by someone else reaches the dependents at that object's next
 // resync, within one period (docs/DESIGN.md, "Reference sources"), or at
 // once when a person asks for a reconcile of that object or of a dependent
@@ -41,7 +42,7 @@ import (
 // before reading: objects created together are reconciled side by side,
 // and a source read just before its object writes it would send the
 // dependent to RefPending, a status write, a retry and a second read of its
-// own path (issue 25: a new path costs one read).
+// own path: a new path costs one read.
 type sources struct {
 	ttl time.Duration
 	now func() time.Time
@@ -81,14 +82,14 @@ func newSources(ttl time.Duration, now func() time.Time, keeps func(ctx context.
 
 // read returns path from a fresh entry, or reads it from Vault, recording
 // the read when an object of this process keeps the path.
-func (s *sources) read(ctx context.Context, kv KVReader, path string) (*vaultkv.Secret, error) {
+func (s *sources) read(ctx context.Context, kv planner.KVReader, path string) (*vaultkv.Secret, error) {
 	return s.readFor(ctx, kv, path, func() {})
 }
 
 // readFor is read calling reading after any wait for path's reconcile and
 // before the entry or Vault is read: a write of path before that call is
 // seen by this read.
-func (s *sources) readFor(ctx context.Context, kv KVReader, path string, reading func()) (*vaultkv.Secret, error) {
+func (s *sources) readFor(ctx context.Context, kv planner.KVReader, path string, reading func()) (*vaultkv.Secret, error) {
 	if s == nil || !s.keeps(ctx, path) {
 		reading()
 		return kv.Read(ctx, path)
@@ -239,7 +240,7 @@ func (s *sources) sweep(now time.Time) {
 // hand, and the read refreshes the entry of a path an object of this
 // process keeps, calling changed when the entry held another version or
 // other data (its other dependents were served the old one).
-func (s *sources) readFresh(ctx context.Context, kv KVReader, path string, reading func(), changed func(path string)) (*vaultkv.Secret, error) {
+func (s *sources) readFresh(ctx context.Context, kv planner.KVReader, path string, reading func(), changed func(path string)) (*vaultkv.Secret, error) {
 	reading()
 	if s == nil || !s.keeps(ctx, path) {
 		return kv.Read(ctx, path)
@@ -262,7 +263,7 @@ func (s *sources) readFresh(ctx context.Context, kv KVReader, path string, readi
 // references is dropped instead: it would serve nobody, and at 10,000
 // objects the entries of every path were a large part of the heap (issue
 // 13).
-func (s *sources) reader(kv KVReader, own string, referenced func() bool, changed func()) KVReader {
+func (s *sources) reader(kv planner.KVReader, own string, referenced func() bool, changed func()) planner.KVReader {
 	if s == nil {
 		return kv
 	}
@@ -271,12 +272,12 @@ func (s *sources) reader(kv KVReader, own string, referenced func() bool, change
 
 // readerFor is reader for the object named name, whose expected reads
 // (sourcedReader.expect) the sources know of.
-func (s *sources) readerFor(kv KVReader, own, name string, referenced func() bool, changed func()) *sourcedReader {
+func (s *sources) readerFor(kv planner.KVReader, own, name string, referenced func() bool, changed func()) *sourcedReader {
 	return &sourcedReader{KVReader: kv, s: s, own: own, name: name, referenced: referenced, changed: changed}
 }
 
 type sourcedReader struct {
-	KVReader
+	planner.KVReader
 	s          *sources
 	own        string
 	name       string

@@ -31,7 +31,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
-	"github.com/ohmlab/ohmlab-controller/internal/seeds"
+	"github.com/ohmlab/ohmlab-controller/internal/seedindex"
 	"github.com/ohmlab/ohmlab-controller/templating"
 	"github.com/ohmlab/ohmlab-controller/test/harness"
 	"github.com/ohmlab/ohmlab-controller/vaultkv"
@@ -152,7 +152,7 @@ func startController(t testing.TB, opts controllerOptions) *fixture {
 		Controller:             config.Controller{SkipNameValidation: new(true)},
 	})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(seeds.IndexFields(ctx, mgr)).To(Succeed())
+	g.Expect(seedindex.IndexFields(ctx, mgr)).To(Succeed())
 	c := mgr.GetClient()
 	if opts.client != nil {
 		c = opts.client(c)

@@ -1,4 +1,4 @@
-package vaultseed
+package planner
 
 import (
 	"context"
@@ -53,12 +53,16 @@ const (
 	// the object retries with backoff. When the copy is missing on the path
 	// nothing is written; when it exists, the rest of the plan is applied.
 	OutcomeWait
-	// OutcomeStop: the object cannot go on as declared (OwnedByAnother,
-	// PathDeleted, or keys only a person can unblock: InvalidSpec); it is
-	// checked again at the next resync or change. The keys that can be
-	// computed are still applied (issue 12: a stall on one key does not
-	// freeze the path).
+	// OutcomeStop: the object cannot go on as declared (invalid, on a
+	// reference cycle, a Delete not allowed, OwnedByAnother, PathDeleted,
+	// or keys only a person can unblock: InvalidSpec); it is checked again
+	// at the next resync or change. The keys that can be computed are
+	// still applied: a stall on one key does not freeze the path.
 	OutcomeStop
+	// OutcomeNewer: a newer generation of the object wrote the path; this
+	// copy writes nothing and waits, without backoff, for that generation
+	// to reach the cache.
+	OutcomeNewer
 )
 
 // Desired is what the object declares, with what the controller knows of
@@ -106,6 +110,9 @@ type Observed struct {
 	LandedToken string
 	// LandedAt is the version that rotation made.
 	LandedAt int
+	// Record holds the versions that tell whether the write record on the
+	// path landed, nil when it needs no check.
+	Record *RecordVersions
 }
 
 // Plan is what a reconcile does to one path. It holds values only in Data,
@@ -146,13 +153,16 @@ type Plan struct {
 	// Kept are managed keys that data no longer declares and that prune
 	// leaves alone, with why: they are no longer managed.
 	Kept []Kept
+	// Late is a write of the object that landed unreported, reported with
+	// this plan; nil when none.
+	Late *Late
 }
 
 // Empty says whether applying the plan changes nothing in Vault.
 func (p Plan) Empty() bool { return len(p.Actions) == 0 }
 
-// creates says whether the plan creates the path: it was read absent.
-func (p Plan) creates() bool {
+// Creates says whether the plan creates the path: it was read absent.
+func (p Plan) Creates() bool {
 	return slices.ContainsFunc(p.Actions, func(a Action) bool { return a.Name == ActionCreate })
 }
 
@@ -165,16 +175,36 @@ func (p Plan) Counts() map[string]int {
 	return c
 }
 
+// EventReason names what the plan mainly did, for the event of its write.
+func (p Plan) EventReason() string {
+	c := p.Counts()
+	switch {
+	case c[ActionCreate] > 0:
+		return ohmlabv1alpha1.EventReasonCreated
+	case c[ActionRotate] > 0 || c[ActionRecordToken] > 0:
+		return ohmlabv1alpha1.EventReasonRotated
+	case c[ActionAdopt] > 0:
+		return ohmlabv1alpha1.EventReasonAdopted
+	}
+	return ohmlabv1alpha1.EventReasonUpdated
+}
+
+// WriteNote is the note of the event of the plan's write: what it changed
+// and the KV version it wrote.
+func (p Plan) WriteNote(version int) Message {
+	return p.SummaryMessage().WithTail(fmt.Sprintf(" (KV version %d)", version))
+}
+
 // maxKeysInSummary bounds the key names a summary lists per action.
 const maxKeysInSummary = 10
 
 // Summary sums the changes by action and names the keys behind them, for
 // example "1 adopt, 1 update-field (keycloak.clientSecret)". It never holds
 // a value (product document, "Conditions": Drifted).
-func (p Plan) Summary() string { return p.summary().String() }
+func (p Plan) Summary() string { return p.SummaryMessage().String() }
 
-// summary is Summary as a Message listing one item per action.
-func (p Plan) summary() Message {
+// SummaryMessage is Summary as a Message listing one item per action.
+func (p Plan) SummaryMessage() Message {
 	keys := map[string][]string{}
 	counts := p.Counts()
 	for _, a := range p.Actions {
@@ -199,77 +229,29 @@ func (p Plan) summary() Message {
 		}
 		parts = append(parts, part)
 	}
-	return listMessage("", parts, ", ", "")
+	return List("", parts, ", ", "")
 }
 
-// plan decides what one reconcile does to a path (product document, "What
+// decide decides what one reconcile does to a path (product document, "What
 // the controller does with a path"). It reads and writes nothing; the values
 // it generates come from g (random, hex and uuid from g.Rand; age keys and
 // bcrypt salts from crypto/rand, see templating.Generator). The error is
 // returned only when values cannot be generated (a failing Rand, or
 // *templating.StoppedError when ctx ends before they are); every problem of
 // the object or of the path is an outcome.
-func plan(ctx context.Context, d Desired, o Observed, g templating.Generator) (Plan, error) {
+func decide(ctx context.Context, d Desired, o Observed, g templating.Generator) (Plan, error) {
 	path := o.Path
 	if path == nil {
 		path = &vaultkv.Secret{}
 	}
 	owner := path.CustomMetadata[ohmlabv1alpha1.OwnerMetadataKey]
-	if owner != d.Owner {
-		// A path without this object's owner marker is not the path it
-		// wrote, or no longer is (deleted with its metadata and put again,
-		// or another object's): none of its values is the controller's.
-		d = d.forget(d.ManagedKeys)
+	d = d.ownRecords(owner, path, o.Written)
+	if stop, ok := pathStop(d, owner, path); ok {
+		return stop, nil
 	}
-	// Nor are the values of a record that names a version the path does
-	// not have as recorded.
-	d = d.forget(staleRecords(d, path, o.Written))
-	if owner != "" && owner != d.Owner {
-		return hold(d, path, OutcomeStop, ohmlabv1alpha1.ReasonOwnedByAnother, ownedByAnotherMessage(owner, d.Analysis.Path)), nil
-	}
-
-	if path.Deleted {
-		return hold(d, path, OutcomeStop, ohmlabv1alpha1.ReasonPathDeleted,
-			fmt.Sprintf("the latest version (%d) of the path is deleted: undelete it (vault kv undelete -versions=%d %s), or delete the path's metadata (vault kv metadata delete %s) to have it created anew", path.Version, path.Version, d.Analysis.Path, d.Analysis.Path)), nil
-	}
-
-	refs, pending, unusable := resolveRefs(d.Analysis, o.Refs)
-
 	p := Plan{CAS: path.Version, Base: path.Created}
-	switch {
-	case !path.Exists:
-		p.Actions = append(p.Actions, Action{Name: ActionCreate})
-		p.Mark = map[string]string{ohmlabv1alpha1.OwnerMetadataKey: d.Owner}
-		if d.RotationToken != "" {
-			// A new path is created with the token recorded, so creation
-			// never rotates a second time.
-			p.Mark[ohmlabv1alpha1.RotationTokenMetadataKey] = d.RotationToken
-		}
-	case owner == "":
-		// Adoption writes the owner marker and leaves the data alone
-		// (product document, "Migrating": the takeover writes only the
-		// markers). The token is recorded with it, so adopting a path never
-		// rotates it: rotation starts with the next token.
-		p.Actions = append(p.Actions, Action{Name: ActionAdopt})
-		p.Mark = map[string]string{ohmlabv1alpha1.OwnerMetadataKey: d.Owner}
-		if d.RotationToken != "" {
-			p.Mark[ohmlabv1alpha1.RotationTokenMetadataKey] = d.RotationToken
-		}
-	}
-
-	var regenerate []string
-	if owner != "" && d.RotationToken != "" && path.CustomMetadata[ohmlabv1alpha1.RotationTokenMetadataKey] != d.RotationToken {
-		p.RecordToken = d.RotationToken
-		// A write that rotated for this token landed and its token record
-		// did not (its process stopped, or another process under another
-		// Lease is about to record it): record it, never rotate twice
-		// (issue 23, item 7).
-		if o.LandedToken != d.RotationToken {
-			regenerate = d.Analysis.RotationKeys
-		} else {
-			p.Rotated = o.LandedAt
-		}
-	}
+	p.markPath(d, owner, path)
+	regenerate := p.rotation(d, owner, path, o)
 
 	current := templating.Flatten(path.Data)
 	// Pruned keys are taken out before Fill, so that a declared key can
@@ -279,18 +261,13 @@ func plan(ctx context.Context, d Desired, o Observed, g templating.Generator) (P
 	if d.Prune {
 		pruned, p.Kept = pruneDecisions(d, current, o.Written)
 	}
-	remaining := current
-	if len(pruned) > 0 {
-		remaining = maps.Clone(current)
-		for k := range pruned {
-			delete(remaining, k)
-		}
-	}
+	remaining := withoutKeys(current, pruned)
+	refs, pending, unusable := resolveRefs(d.Analysis, o.Refs)
 	if lacksPendingCopy(pending, remaining) {
 		// The plan holds back every key (below), so the fill only tells
 		// what waits: a dry one, without the bcrypt hash of a password
-		// that is never written (issue 25: a dependent reconciled before
-		// its source's first write hashed for nothing).
+		// that is never written (a dependent reconciled before its
+		// source's first write would hash for nothing).
 		g.Dry = true
 	}
 	// Hidden: the keys with a dot in their name (and empty maps) that
@@ -301,50 +278,147 @@ func plan(ctx context.Context, d Desired, o Observed, g templating.Generator) (P
 	if err != nil {
 		return Plan{}, err
 	}
-	// Keys that cannot be computed are held back. A reference that waits
-	// for its source writes nothing while its copy is missing (product
-	// document, "References follow their source"); otherwise the rest of
-	// the path is still maintained.
-	var waiting, stalled []string
-	copyMissing := false
-	held := map[string]bool{}
-	for _, h := range fill.Held {
-		held[h.Key] = true
+	h := heldKeys(d.Analysis, fill.Held, remaining, pending, unusable)
+	if h.copyMissing {
+		held := hold(d, path, OutcomeWait, ohmlabv1alpha1.ReasonRefPending, "")
+		held.Message = waitingMessage(h.waiting)
+		return held, nil
 	}
-	for _, h := range fill.Held {
-		if why, ok := unusable[h.Key]; ok {
-			stalled = append(stalled, why)
+	switch {
+	case len(h.stalled) > 0:
+		p.Outcome, p.Reason, p.Message = OutcomeStop, ohmlabv1alpha1.ReasonInvalidSpec, List("", h.stalled, "; ", "")
+	case len(h.waiting) > 0:
+		p.Outcome, p.Reason, p.Message = OutcomeWait, ohmlabv1alpha1.ReasonRefPending, waitingMessage(h.waiting)
+	}
+	p.write(d, path, current, fill, pruned, o.Written)
+	return p, nil
+}
+
+// ownRecords is d with only the records that are the controller's on this
+// path. A path without this object's owner marker is not the path it
+// wrote, or no longer is (deleted with its metadata and put again, or
+// another object's): none of its values is the controller's. Nor are the
+// values of a record that names a version the path does not have as
+// recorded.
+func (d Desired) ownRecords(owner string, path *vaultkv.Secret, written map[int]*vaultkv.Secret) Desired {
+	if owner != d.Owner {
+		d = d.forget(d.ManagedKeys)
+	}
+	return d.forget(staleRecords(d, path, written))
+}
+
+// pathStop is the plan of a path the object cannot write: another object's
+// (OwnedByAnother), or one whose latest version is deleted (PathDeleted).
+func pathStop(d Desired, owner string, path *vaultkv.Secret) (Plan, bool) {
+	switch {
+	case owner != "" && owner != d.Owner:
+		return hold(d, path, OutcomeStop, ohmlabv1alpha1.ReasonOwnedByAnother, ownedByAnotherMessage(owner, d.Analysis.Path)), true
+	case path.Deleted:
+		return hold(d, path, OutcomeStop, ohmlabv1alpha1.ReasonPathDeleted,
+			fmt.Sprintf("the latest version (%d) of the path is deleted: undelete it (vault kv undelete -versions=%d %s), or delete the path's metadata (vault kv metadata delete %s) to have it created anew", path.Version, path.Version, d.Analysis.Path, d.Analysis.Path)), true
+	}
+	return Plan{}, false
+}
+
+// markPath plans the owner marker of a path that lacks it: created with a
+// new path, or written on a path made by hand (adoption), each with the
+// rotation token recorded, so that neither rotates: rotation starts with
+// the next token. Adoption leaves the data alone (product document,
+// "Migrating": the takeover writes only the markers).
+func (p *Plan) markPath(d Desired, owner string, path *vaultkv.Secret) {
+	switch {
+	case !path.Exists:
+		p.Actions = append(p.Actions, Action{Name: ActionCreate})
+	case owner == "":
+		p.Actions = append(p.Actions, Action{Name: ActionAdopt})
+	default:
+		return
+	}
+	p.Mark = map[string]string{ohmlabv1alpha1.OwnerMetadataKey: d.Owner}
+	if d.RotationToken != "" {
+		p.Mark[ohmlabv1alpha1.RotationTokenMetadataKey] = d.RotationToken
+	}
+}
+
+// rotation plans the token record of a declared rotation token that the
+// object's path does not carry, and returns the keys to regenerate. A
+// write that rotated for this token landed and its token record did not
+// (its process stopped, or another process under another Lease is about to
+// record it): the token is recorded, nothing rotates twice.
+func (p *Plan) rotation(d Desired, owner string, path *vaultkv.Secret, o Observed) []string {
+	if owner == "" || d.RotationToken == "" || path.CustomMetadata[ohmlabv1alpha1.RotationTokenMetadataKey] == d.RotationToken {
+		return nil
+	}
+	p.RecordToken = d.RotationToken
+	if o.LandedToken == d.RotationToken {
+		p.Rotated = o.LandedAt
+		return nil
+	}
+	return d.Analysis.RotationKeys
+}
+
+// withoutKeys is current without the keys of drop (current itself when
+// there is none).
+func withoutKeys(current map[string]any, drop map[string]bool) map[string]any {
+	if len(drop) == 0 {
+		return current
+	}
+	out := maps.Clone(current)
+	for k := range drop {
+		delete(out, k)
+	}
+	return out
+}
+
+// held is why the keys a fill held back wait or stall.
+type held struct {
+	// waiting are the references waited for ("mount/path#key (why)"),
+	// sorted; stalled the messages of keys only a person can unblock.
+	waiting, stalled []string
+	// copyMissing: a reference waits and its copy is not on the path, so
+	// nothing is written.
+	copyMissing bool
+}
+
+// heldKeys sorts the keys that cannot be computed. A reference that waits
+// for its source writes nothing while its copy is missing (product
+// document, "References follow their source"); otherwise the rest of the
+// path is still maintained.
+func heldKeys(a templating.Analysis, fillHeld []templating.Held, remaining map[string]any, pending, unusable map[string]string) held {
+	var h held
+	isHeld := map[string]bool{}
+	for _, k := range fillHeld {
+		isHeld[k.Key] = true
+	}
+	for _, k := range fillHeld {
+		if why, ok := unusable[k.Key]; ok {
+			h.stalled = append(h.stalled, why)
 			continue
 		}
-		if held[d.Analysis.DerivesFrom(h.Key)] {
+		if isHeld[a.DerivesFrom(k.Key)] {
 			// Held because the key it is computed from is: that key's
 			// reason says why both wait (a copy of a key held by a shape
 			// conflict does not wait for a source).
 			continue
 		}
-		if why, ok := pendingReason(d.Analysis, h, pending); ok {
-			waiting = append(waiting, why)
-			if _, present := remaining[h.Key]; !present {
-				copyMissing = true
+		if why, ok := pendingReason(a, k, pending); ok {
+			h.waiting = append(h.waiting, why)
+			if _, present := remaining[k.Key]; !present {
+				h.copyMissing = true
 			}
 			continue
 		}
-		stalled = append(stalled, stallMessage(h, d.Analysis.Path))
+		h.stalled = append(h.stalled, stallMessage(k, a.Path))
 	}
-	slices.Sort(waiting)
-	waiting = slices.Compact(waiting)
-	if copyMissing {
-		held := hold(d, path, OutcomeWait, ohmlabv1alpha1.ReasonRefPending, "")
-		held.Message = waitingMessage(waiting)
-		return held, nil
-	}
-	switch {
-	case len(stalled) > 0:
-		p.Outcome, p.Reason, p.Message = OutcomeStop, ohmlabv1alpha1.ReasonInvalidSpec, listMessage("", stalled, "; ", "")
-	case len(waiting) > 0:
-		p.Outcome, p.Reason, p.Message = OutcomeWait, ohmlabv1alpha1.ReasonRefPending, waitingMessage(waiting)
-	}
+	slices.Sort(h.waiting)
+	h.waiting = slices.Compact(h.waiting)
+	return h
+}
 
+// write plans the data write: the tree the path holds, pruned and with the
+// fill's changes, written when anything changes or the path is new; and
+// the managed keys after it.
+func (p *Plan) write(d Desired, path *vaultkv.Secret, current map[string]any, fill templating.FillResult, pruned map[string]bool, written map[int]*vaultkv.Secret) {
 	tree := templating.CloneTree(path.Data)
 	for k := range pruned {
 		p.Actions = append(p.Actions, Action{Name: ActionDeleteField, Key: k})
@@ -361,9 +435,8 @@ func plan(ctx context.Context, d Desired, o Observed, g templating.Generator) (P
 		p.Data = tree
 	}
 	p.ManagedKeys = managedKeys(d.ManagedKeys, current, fill.Changes, pruned, p.Kept)
-	p.Carried = carried(d, p.ManagedKeys, fill.Changes, current, path.Version, o.Written)
+	p.Carried = carried(d, p.ManagedKeys, fill.Changes, current, path.Version, written)
 	sortActions(p.Actions)
-	return p, nil
 }
 
 // lacksPendingCopy says whether the path lacks the copy of a reference
@@ -383,13 +456,13 @@ func lacksPendingCopy(pending map[string]string, current map[string]any) bool {
 // Its Base is left zero: a plan that stops before it looks at the path's
 // values tells nothing of its records.
 func hold(d Desired, path *vaultkv.Secret, o Outcome, reason, message string) Plan {
-	return Plan{Outcome: o, Reason: reason, Message: textMessage(message), CAS: path.Version, ManagedKeys: d.ManagedKeys}
+	return Plan{Outcome: o, Reason: reason, Message: Text(message), CAS: path.Version, ManagedKeys: d.ManagedKeys}
 }
 
 // waitingMessage is RefPending's message: the references waited for,
 // "mount/path#key (why)", sorted.
 func waitingMessage(waiting []string) Message {
-	return listMessage("waiting for ", waiting, ", ", "")
+	return List("waiting for ", waiting, ", ", "")
 }
 
 // ownedByAnotherMessage names the owner and the command that hands the path

@@ -24,7 +24,7 @@ func TestLastWritesServeTheLastWriteToOlderCopies(t *testing.T) {
 		return s
 	}
 	// Two writes in a row (a finalizer, then status): 10 -> 11 -> 12.
-	var w lastWrites
+	var w store
 	finalizer := at("11", "u", "a")
 	finalizer.Finalizers = []string{ohmlabv1alpha1.Finalizer}
 	w.wrote("10", finalizer)
@@ -44,9 +44,9 @@ func TestLastWritesServeTheLastWriteToOlderCopies(t *testing.T) {
 		{"an object created anew under the name is kept as it is", at("10", "other"), at("10", "other")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := lastWrites{objects: maps.Clone(w.objects)}
+			w := store{objects: maps.Clone(w.objects)}
 			got := tc.cached.DeepCopy()
-			w.latest(got, w.get(client.ObjectKeyFromObject(got)))
+			w.latest(got, w.lastWrite(client.ObjectKeyFromObject(got)))
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("latest (-want +got):\n%s", diff)
 			}
@@ -55,10 +55,16 @@ func TestLastWritesServeTheLastWriteToOlderCopies(t *testing.T) {
 }
 
 // len is how many objects' writes are remembered.
-func (w *lastWrites) len() int {
+func (w *store) len() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return len(w.objects)
+	n := 0
+	for _, e := range w.objects {
+		if e.last != nil {
+			n++
+		}
+	}
+	return n
 }
 
 func TestLastWritesAreForgottenOnceTheCacheHoldsTheWrite(t *testing.T) {
@@ -66,7 +72,7 @@ func TestLastWritesAreForgottenOnceTheCacheHoldsTheWrite(t *testing.T) {
 		return &ohmlabv1alpha1.VaultSeed{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "app", UID: types.UID(uid), ResourceVersion: rv}}
 	}
 	// Two writes in a row: 10 -> 11 -> 12.
-	var w lastWrites
+	var w store
 	w.wrote("10", at("11", "u"))
 	w.wrote("11", at("12", "u"))
 
@@ -82,7 +88,7 @@ func TestLastWritesAreForgottenOnceTheCacheHoldsTheWrite(t *testing.T) {
 		{"another object under the name (a late event of one deleted since): kept", at("13", "other"), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := lastWrites{objects: maps.Clone(w.objects)}
+			w := store{objects: maps.Clone(w.objects)}
 			w.cached(tc.cached)
 			if kept := w.len() == 1; kept != tc.kept {
 				t.Errorf("kept: %v, want %v", kept, tc.kept)
@@ -97,10 +103,10 @@ func TestLastWritesAreForgottenOnceTheCacheHoldsTheWrite(t *testing.T) {
 func TestLastWritesServeACopyReadBeforeTheWatchForgotTheWrite(t *testing.T) {
 	written := &ohmlabv1alpha1.VaultSeed{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "app", UID: "u", ResourceVersion: "11"}}
 	written.Status.ManagedKeys = []ohmlabv1alpha1.ManagedKey{{Key: "a", Version: 1}}
-	var w lastWrites
+	var w store
 	w.wrote("10", written)
 
-	last := w.get(client.ObjectKeyFromObject(written))
+	last := w.lastWrite(client.ObjectKeyFromObject(written))
 	older := &ohmlabv1alpha1.VaultSeed{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "app", UID: "u", ResourceVersion: "10"}}
 	w.cached(written) // the watch, meanwhile
 	w.latest(older, last)
@@ -132,5 +138,5 @@ func TestNoWriteIsRememberedOnceTheObjectsAreQuiet(t *testing.T) {
 		f.waitReady(fmt.Sprintf("app-%d", i))
 	}
 	g.Expect(f.get("app-0").Finalizers).To(ConsistOf(ohmlabv1alpha1.Finalizer), "a finalizer write too")
-	g.Eventually(f.r.lastWrites.len).WithTimeout(5*time.Second).Should(BeZero(), "writes remembered after the objects went Ready")
+	g.Eventually(f.r.store.len).WithTimeout(5*time.Second).Should(BeZero(), "writes remembered after the objects went Ready")
 }

@@ -1,4 +1,4 @@
-package vaultseed
+package planner
 
 import (
 	"encoding/json"
@@ -8,30 +8,42 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ohmlab/ohmlab-controller/planner/plantest"
+
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/crypto/bcrypt"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
 	"github.com/ohmlab/ohmlab-controller/templating"
+	"github.com/ohmlab/ohmlab-controller/templating/keypairtest"
 	"github.com/ohmlab/ohmlab-controller/vaultkv"
 )
 
-type m = map[string]any
+// The shared fixtures, under this file's names.
+type m = plantest.M
 
 const (
-	testNamespace = "vault-operator-system"
-	testName      = "production-core-keycloak"
-	testOwner     = testNamespace + "/" + testName
-	otherOwner    = testNamespace + "/production-core-keycloak-copy"
-	ownPath       = "ohmlab/platforms/production/core/keycloak"
-	pgPath        = "ohmlab/platforms/production/core/postgres"
-	pgRef         = pgPath + "#users.keycloak.password"
+	testNamespace  = plantest.Namespace
+	testName       = plantest.Name
+	testOwner      = plantest.Owner
+	otherOwner     = plantest.OtherOwner
+	ownPath        = plantest.OwnPath
+	pgPath         = plantest.PgPath
+	pgRef          = plantest.PgRef
+	ownerKey       = plantest.OwnerKey
+	tokenKey       = plantest.TokenKey
+	storedPassword = plantest.StoredPassword
+	storedClient   = plantest.StoredClient
+)
 
-	ownerKey = ohmlabv1alpha1.OwnerMetadataKey
-	tokenKey = ohmlabv1alpha1.RotationTokenMetadataKey
-
-	storedPassword = "stored-password"
-	storedClient   = "stored-client-secret"
+var (
+	keycloak     = plantest.Keycloak
+	keycloakKeys = plantest.KeycloakKeys
+	seeded       = plantest.Seeded
+	deepCopy     = plantest.DeepCopy
+	md           = plantest.MD
+	ours         = plantest.Ours
+	handMade     = plantest.HandMade
 )
 
 // constReader is an endless stream of one byte: every generated value is a
@@ -193,74 +205,6 @@ func observe(d *Desired, path *vaultkv.Secret, refs map[string]*vaultkv.Secret, 
 	return o
 }
 
-// keycloak is the product document's example VaultSeed data.
-func keycloak() m {
-	return m{
-		"admin": m{
-			"username":       "admin",
-			"password":       "<random:24>",
-			"passwordHashed": "<bcrypt:admin.password>",
-		},
-		"clients": m{"grafana-core": m{"clientSecret": "<random:32>"}},
-		"webhook": "",
-	}
-}
-
-var keycloakKeys = []string{"admin.password", "admin.passwordHashed", "admin.username", "clients.grafana-core.clientSecret", "webhook"}
-
-// seeded is keycloak's path as the controller seeded it earlier; edit
-// applies dotted key -> value changes to it (nil deletes the key).
-func seeded(hash string, edit ...any) m {
-	d := m{
-		"admin": m{
-			"username":       "admin",
-			"password":       storedPassword,
-			"passwordHashed": hash,
-		},
-		"clients": m{"grafana-core": m{"clientSecret": storedClient}},
-		"webhook": "",
-	}
-	for i := 0; i < len(edit); i += 2 {
-		k := edit[i].(string)
-		if edit[i+1] == nil {
-			templating.DeletePath(d, k)
-			continue
-		}
-		templating.SetPath(d, k, edit[i+1])
-	}
-	return d
-}
-
-// deepCopy copies a data tree independently of the code under test.
-func deepCopy(tree map[string]any) map[string]any {
-	out := make(map[string]any, len(tree))
-	for k, v := range tree {
-		if sub, ok := v.(map[string]any); ok {
-			v = deepCopy(sub)
-		}
-		out[k] = v
-	}
-	return out
-}
-
-func md(kv ...string) map[string]string {
-	out := map[string]string{}
-	for i := 0; i < len(kv); i += 2 {
-		out[kv[i]] = kv[i+1]
-	}
-	return out
-}
-
-// ours is an existing path carrying this object's marker, plus kv.
-func ours(version int, data m, kv ...string) *vaultkv.Secret {
-	return &vaultkv.Secret{Exists: true, Version: version, Data: data, CustomMetadata: md(append([]string{ownerKey, testOwner}, kv...)...)}
-}
-
-// handMade is an existing path without a marker.
-func handMade(version int, data m) *vaultkv.Secret {
-	return &vaultkv.Secret{Exists: true, Version: version, Data: data}
-}
-
 func pgSecret(v any) *vaultkv.Secret {
 	return &vaultkv.Secret{Exists: true, Version: 2, Data: m{"users": m{"keycloak": m{"password": v}}}}
 }
@@ -296,7 +240,7 @@ func runPlanCases(t *testing.T, cases []planCase) {
 			d := desired(t, tc.spec)
 			o := observe(&d, tc.path, tc.refs, tc.written)
 			o.LandedToken = tc.landedToken
-			got, err := plan(t.Context(), d, o, testGen())
+			got, err := decide(t.Context(), d, o, testGen())
 			if err != nil {
 				t.Fatalf("plan: %v", err)
 			}
@@ -743,8 +687,8 @@ func TestPlan(t *testing.T) {
 
 // TestPlanKeyPairs runs for each key pair: the pairs share one rule.
 func TestPlanKeyPairs(t *testing.T) {
-	for _, kind := range keyPairKinds {
-		t.Run(kind.name, func(t *testing.T) { planKeyPair(t, kind.private, kind.public) })
+	for _, kind := range keypairtest.Kinds {
+		t.Run(kind.Name, func(t *testing.T) { planKeyPair(t, kind.Private, kind.Public) })
 	}
 }
 
@@ -916,13 +860,13 @@ func TestPlanRefPending(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := spec{data: tc.data, rotate: tc.rotate, prune: true, managed: []string{"db.user", "gone"}}
 			d := desired(t, s)
-			got, err := plan(t.Context(), d, observe(&d, tc.path, tc.refs, nil), testGen())
+			got, err := decide(t.Context(), d, observe(&d, tc.path, tc.refs, nil), testGen())
 			if err != nil {
 				t.Fatalf("plan: %v", err)
 			}
 			// The copy is missing on the path: nothing is written and the
 			// managed keys stay as they are, on a path this object owns.
-			want := Plan{Outcome: OutcomeWait, Reason: ohmlabv1alpha1.ReasonRefPending, Message: textMessage(tc.want), CAS: tc.path.Version, ManagedKeys: ownedOnly(tc.path, s.managed)}
+			want := Plan{Outcome: OutcomeWait, Reason: ohmlabv1alpha1.ReasonRefPending, Message: Text(tc.want), CAS: tc.path.Version, ManagedKeys: ownedOnly(tc.path, s.managed)}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("plan (-want +got):\n%s", diff)
 			}
@@ -951,7 +895,7 @@ func TestPlanWaitingForACopyHashesNothing(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := desired(t, spec{data: data})
-			got, err := plan(t.Context(), d, observe(&d, tc.path, nil, nil), noHash)
+			got, err := decide(t.Context(), d, observe(&d, tc.path, nil, nil), noHash)
 			if tc.hashes {
 				if err == nil {
 					t.Fatalf("plan: no error from a generator that cannot hash; got %+v", got)
@@ -961,7 +905,7 @@ func TestPlanWaitingForACopyHashesNothing(t *testing.T) {
 			if err != nil {
 				t.Fatalf("plan: %v", err)
 			}
-			want := Plan{Outcome: OutcomeWait, Reason: ohmlabv1alpha1.ReasonRefPending, Message: textMessage("waiting for " + pgRef + " (path missing)"), CAS: tc.path.Version}
+			want := Plan{Outcome: OutcomeWait, Reason: ohmlabv1alpha1.ReasonRefPending, Message: Text("waiting for " + pgRef + " (path missing)"), CAS: tc.path.Version}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("plan (-want +got):\n%s", diff)
 			}
@@ -1028,11 +972,11 @@ func TestPlanStop(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := spec{data: tc.data, prune: true, managed: []string{"a.c"}}
 			d := desired(t, s)
-			got, err := plan(t.Context(), d, observe(&d, tc.path, nil, nil), testGen())
+			got, err := decide(t.Context(), d, observe(&d, tc.path, nil, nil), testGen())
 			if err != nil {
 				t.Fatalf("plan: %v", err)
 			}
-			want := Plan{Outcome: OutcomeStop, Reason: tc.reason, Message: textMessage(tc.want), CAS: tc.path.Version, ManagedKeys: ownedOnly(tc.path, s.managed)}
+			want := Plan{Outcome: OutcomeStop, Reason: tc.reason, Message: Text(tc.want), CAS: tc.path.Version, ManagedKeys: ownedOnly(tc.path, s.managed)}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("plan (-want +got):\n%s", diff)
 			}
@@ -1049,7 +993,7 @@ func TestPlanHoldsBackOnlyKeysThatCannotBeComputed(t *testing.T) {
 	badAge := "AGE-SECRET-KEY-NOT-REALLY"
 	hex4 := generated(t, 0, "<hex:4>")
 	stop := func(msg string) Plan {
-		return Plan{Outcome: OutcomeStop, Reason: ohmlabv1alpha1.ReasonInvalidSpec, Message: textMessage(msg)}
+		return Plan{Outcome: OutcomeStop, Reason: ohmlabv1alpha1.ReasonInvalidSpec, Message: Text(msg)}
 	}
 	with := func(p Plan, cas int, actions []Action, mark map[string]string, data m, managed ...string) Plan {
 		p.CAS, p.Actions, p.Mark, p.Data, p.ManagedKeys = cas, actions, mark, data, managed
@@ -1130,7 +1074,7 @@ func TestPlanHoldsBackOnlyKeysThatCannotBeComputed(t *testing.T) {
 			name: "a reference whose copy exists waits for its source; the rest is maintained",
 			spec: spec{data: m{"db": m{"user": "keycloak", "password": "<ref:" + pgRef + ">"}, "missing": "<hex:4>"}, managed: []string{"db.password", "db.user"}},
 			path: ours(5, m{"db": m{"user": "keycloak", "password": "old-copy"}}),
-			want: with(Plan{Outcome: OutcomeWait, Reason: ohmlabv1alpha1.ReasonRefPending, Message: textMessage("waiting for " + pgRef + " (path missing)")}, 5,
+			want: with(Plan{Outcome: OutcomeWait, Reason: ohmlabv1alpha1.ReasonRefPending, Message: Text("waiting for " + pgRef + " (path missing)")}, 5,
 				[]Action{create("missing")}, nil, m{"db": m{"user": "keycloak", "password": "old-copy"}, "missing": hex4}, "db.password", "db.user", "missing"),
 		},
 	})
@@ -1149,7 +1093,7 @@ func TestPlanKeepsKeysThatFlattenHides(t *testing.T) {
 			"move or delete that key by hand, and the next resync creates " + key
 	}
 	stop := func(msg string, p Plan) Plan {
-		p.Outcome, p.Reason, p.Message = OutcomeStop, ohmlabv1alpha1.ReasonInvalidSpec, textMessage(msg)
+		p.Outcome, p.Reason, p.Message = OutcomeStop, ohmlabv1alpha1.ReasonInvalidSpec, Text(msg)
 		return p
 	}
 	typed := m{"spring.datasource.password": "typed"}
@@ -1331,7 +1275,7 @@ func TestVersionReads(t *testing.T) {
 }
 
 func TestKeptMessage(t *testing.T) {
-	got := keptMessage([]Kept{
+	got := KeptMessage([]Kept{
 		{Key: "a", Why: keptChanged},
 		{Key: "b", Why: keptVersionGone(3)},
 		{Key: "c", Why: keptChanged},
@@ -1339,7 +1283,7 @@ func TestKeptMessage(t *testing.T) {
 	})
 	want := "changed since the controller wrote it: a, c; cannot tell: version 3 can no longer be read (deleted, destroyed or past max_versions): b; cannot tell: recorded by an earlier release without its version: d"
 	if diff := cmp.Diff(want, got.String()); diff != "" {
-		t.Errorf("keptMessage (-want +got):\n%s", diff)
+		t.Errorf("KeptMessage (-want +got):\n%s", diff)
 	}
 }
 
@@ -1363,8 +1307,8 @@ func TestManagedStatus(t *testing.T) {
 			[]ohmlabv1alpha1.ManagedKey{{Key: "a", Version: 8}, {Key: "b", Version: 8}, {Key: "c", Version: 8}, {Key: "edited", Version: 2}, {Key: "new", Version: 8}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, managedStatus(tc.p, before, tc.applied, vaultkv.Written{Version: tc.version})); diff != "" {
-				t.Errorf("managedStatus (-want +got):\n%s", diff)
+			if diff := cmp.Diff(tc.want, ManagedStatus(tc.p, before, tc.applied, vaultkv.Written{Version: tc.version})); diff != "" {
+				t.Errorf("ManagedStatus (-want +got):\n%s", diff)
 			}
 		})
 	}
@@ -1377,7 +1321,7 @@ func withData(p Plan) Plan {
 
 func TestPlanRandError(t *testing.T) {
 	g := templating.Generator{Rand: failingReader{}, BcryptCost: bcrypt.MinCost}
-	got, err := plan(t.Context(), desired(t, spec{data: keycloak()}), Observed{Path: &vaultkv.Secret{}}, g)
+	got, err := decide(t.Context(), desired(t, spec{data: keycloak()}), Observed{Path: &vaultkv.Secret{}}, g)
 	if !errors.Is(err, errNoRandomness) {
 		t.Fatalf("err = %v, want one wrapping %v", err, errNoRandomness)
 	}
@@ -1386,7 +1330,7 @@ func TestPlanRandError(t *testing.T) {
 	}
 	// A plan that generates nothing does not read Rand.
 	hash := mustBcrypt(t, storedPassword)
-	if _, err := plan(t.Context(), desired(t, spec{data: keycloak()}), Observed{Path: ours(1, seeded(hash))}, g); err != nil {
+	if _, err := decide(t.Context(), desired(t, spec{data: keycloak()}), Observed{Path: ours(1, seeded(hash))}, g); err != nil {
 		t.Errorf("quiet resync read Rand: %v", err)
 	}
 }
@@ -1394,15 +1338,15 @@ func TestPlanRandError(t *testing.T) {
 func TestPlanDeterministic(t *testing.T) {
 	// age secrets and bcrypt salts come from crypto/rand, not g.Rand.
 	d := desired(t, spec{data: m{"a": "<random:24>", "b": "<hex:16>", "c": "<uuid>", "ph": "", "n": 3.0}})
-	p1, err1 := plan(t.Context(), d, Observed{Path: &vaultkv.Secret{}}, chachaGen(1))
-	p2, err2 := plan(t.Context(), d, Observed{Path: &vaultkv.Secret{}}, chachaGen(1))
+	p1, err1 := decide(t.Context(), d, Observed{Path: &vaultkv.Secret{}}, chachaGen(1))
+	p2, err2 := decide(t.Context(), d, Observed{Path: &vaultkv.Secret{}}, chachaGen(1))
 	if err1 != nil || err2 != nil {
 		t.Fatal(err1, err2)
 	}
 	if diff := cmp.Diff(p1, p2); diff != "" {
 		t.Errorf("same inputs and seed, different plans (-first +second):\n%s", diff)
 	}
-	p3, _ := plan(t.Context(), d, Observed{Path: &vaultkv.Secret{}}, chachaGen(2))
+	p3, _ := decide(t.Context(), d, Observed{Path: &vaultkv.Secret{}}, chachaGen(2))
 	if cmp.Equal(p1.Data, p3.Data) {
 		t.Error("another seed gave the same values")
 	}
@@ -1478,7 +1422,7 @@ func values(trees ...map[string]any) []string {
 func TestPlanNoValueInMessageOrSummary(t *testing.T) {
 	for _, tc := range noValueScenarios(t) {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := plan(t.Context(), desired(t, tc.spec), Observed{Path: tc.path, Refs: tc.refs}, chachaGen(3))
+			got, err := decide(t.Context(), desired(t, tc.spec), Observed{Path: tc.path, Refs: tc.refs}, chachaGen(3))
 			if err != nil {
 				t.Fatalf("plan: %v", err)
 			}
@@ -1530,7 +1474,7 @@ func TestPlanDoesNotMutateObserved(t *testing.T) {
 			for p, r := range tc.refs {
 				refsBefore[p] = deepCopy(r.Data)
 			}
-			got, err := plan(t.Context(), desired(t, tc.spec), Observed{Path: tc.path, Refs: tc.refs}, chachaGen(4))
+			got, err := decide(t.Context(), desired(t, tc.spec), Observed{Path: tc.path, Refs: tc.refs}, chachaGen(4))
 			if err != nil {
 				t.Fatalf("plan: %v", err)
 			}
@@ -1641,7 +1585,7 @@ func TestSummaryOfPlans(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := plan(t.Context(), desired(t, tc.spec), Observed{Path: tc.path, Refs: tc.refs}, testGen())
+			got, err := decide(t.Context(), desired(t, tc.spec), Observed{Path: tc.path, Refs: tc.refs}, testGen())
 			if err != nil {
 				t.Fatalf("plan: %v", err)
 			}

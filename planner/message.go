@@ -1,4 +1,4 @@
-package vaultseed
+package planner
 
 import (
 	"fmt"
@@ -13,14 +13,16 @@ import (
 // Conditions stay well below that: every kubectl get, Argo CD sync and
 // watch event carries them.
 const (
-	maxConditionMessage = 4 << 10
-	maxEventNote        = 1 << 10
+	// MaxConditionMessage caps a condition's message.
+	MaxConditionMessage = 4 << 10
+	// MaxEventNote caps an event's note.
+	MaxEventNote = 1 << 10
 )
 
 // Message is the text of a condition or an event: a head, then the items
 // it lists (references waited for, keys held back or kept, problems), each
 // after its separator, then a tail. Capped to what the API server stores
-// (capped), it keeps whole items and says how many it leaves out. It names
+// (Capped), it keeps whole items and says how many it leaves out. It names
 // keys and paths, never values.
 type Message struct {
 	head  string
@@ -32,11 +34,11 @@ type Message struct {
 // the first).
 type listItem struct{ sep, text string }
 
-// textMessage is a Message that lists nothing.
-func textMessage(s string) Message { return Message{head: s} }
+// Text is a Message that lists nothing.
+func Text(s string) Message { return Message{head: s} }
 
-// listMessage is head, the items joined by sep, then tail.
-func listMessage(head string, items []string, sep, tail string) Message {
+// List is head, the items joined by sep, then tail.
+func List(head string, items []string, sep, tail string) Message {
 	m := Message{head: head, tail: tail, items: make([]listItem, len(items))}
 	for i, it := range items {
 		m.items[i] = listItem{text: it}
@@ -62,24 +64,24 @@ func (m Message) String() string {
 // Equal says whether two messages read the same (go-cmp uses it).
 func (m Message) Equal(o Message) bool { return m.String() == o.String() }
 
-// withHead is the message with prefix before its head.
-func (m Message) withHead(prefix string) Message {
+// WithHead is the message with prefix before its head.
+func (m Message) WithHead(prefix string) Message {
 	m.head = prefix + m.head
 	return m
 }
 
-// withTail is the message with suffix after its tail.
-func (m Message) withTail(suffix string) Message {
+// WithTail is the message with suffix after its tail.
+func (m Message) WithTail(suffix string) Message {
 	m.tail += suffix
 	return m
 }
 
-// capped is the message in at most max bytes. One that is longer keeps
+// Capped is the message in at most max bytes. One that is longer keeps
 // its head, as many of its first items as fit, "… and N more" in place of
 // the N items left out, and its tail (what to do comes last); when not even
 // that fits, its text is cut before max on a rune boundary, ending with
 // "…".
-func (m Message) capped(max int) string {
+func (m Message) Capped(max int) string {
 	full := m.String()
 	if len(full) <= max {
 		return full

@@ -1,4 +1,4 @@
-package vaultseed
+package planner
 
 import (
 	"fmt"
@@ -12,7 +12,7 @@ import (
 	"github.com/ohmlab/ohmlab-controller/vaultkv"
 )
 
-// Provenance of the managed keys (issue 23, item 2): status.managedKeys
+// Provenance of the managed keys (docs/DESIGN.md, "Provenance"): status.managedKeys
 // records, for each key, a KV version that holds the value the controller
 // wrote, and a prune compares the current value with the value at that
 // version (product document, "Pruning"). Vault keeps only max_versions
@@ -41,11 +41,11 @@ func keptVersionGone(version int) string {
 	return fmt.Sprintf("cannot tell: version %d can no longer be read (deleted, destroyed or past max_versions)", version)
 }
 
-// keptMessage groups kept keys by why, for the Kept event: "changed since
+// KeptMessage groups kept keys by why, for the Kept event: "changed since
 // the controller wrote it: a, b; cannot tell: version 3 can no longer be read (deleted, destroyed or past max_versions):
 // c". It names keys, never values; each key is an item, so a capped
 // message leaves out keys.
-func keptMessage(kept []Kept) Message {
+func KeptMessage(kept []Kept) Message {
 	byWhy := map[string][]string{}
 	var whys []string
 	for _, k := range kept {
@@ -70,9 +70,9 @@ func keptMessage(kept []Kept) Message {
 	return m
 }
 
-// createdTime is a version's created_time as status.managedKeys records
+// CreatedTime is a version's created_time as status.managedKeys records
 // it, "" for the zero time.
-func createdTime(t time.Time) string {
+func CreatedTime(t time.Time) string {
 	if t.IsZero() {
 		return ""
 	}
@@ -102,25 +102,25 @@ func staleRecords(d Desired, path *vaultkv.Secret, written map[int]*vaultkv.Secr
 		case v > path.Version:
 			stale = append(stale, k)
 		case created == "" || s == nil || !s.Exists:
-		case created != createdTime(s.Created):
+		case created != CreatedTime(s.Created):
 			stale = append(stale, k)
 		}
 	}
 	return stale
 }
 
-// recordsOn returns the managed keys whose record the path, as read, still
+// RecordsOn returns the managed keys whose record the path, as read, still
 // shows: none on a path without the owner marker (or none at all), and none
 // past its version or at its version with another created_time
 // (staleRecords). A reconcile that read the path and applied no plan
 // reports these, so that status names no version the path lacks.
-func recordsOn(path *vaultkv.Secret, owner string, managed []ohmlabv1alpha1.ManagedKey) []ohmlabv1alpha1.ManagedKey {
+func RecordsOn(path *vaultkv.Secret, owner string, managed []ohmlabv1alpha1.ManagedKey) []ohmlabv1alpha1.ManagedKey {
 	if !path.Exists || path.CustomMetadata[ohmlabv1alpha1.OwnerMetadataKey] != owner {
 		return nil
 	}
 	var out []ohmlabv1alpha1.ManagedKey
 	for _, m := range managed {
-		if m.Version > int64(path.Version) || m.Version == int64(path.Version) && m.CreatedTime != "" && m.CreatedTime != createdTime(path.Created) {
+		if m.Version > int64(path.Version) || m.Version == int64(path.Version) && m.CreatedTime != "" && m.CreatedTime != CreatedTime(path.Created) {
 			continue
 		}
 		out = append(out, m)
@@ -169,7 +169,7 @@ func carried(d Desired, managed []string, changes []templating.Change, current m
 }
 
 // checkedPairs are the bcrypt pairs of the path that match with no bcrypt
-// compare (issue 25: a restart costs no bcrypt): for each declared hash
+// compare (a restart costs no bcrypt): for each declared hash
 // recorded at version V (Desired.WrittenAt), the hash and its source as
 // version V holds them, V being the version read or an older one read to
 // carry the records forward ([versionReads]; nothing more is read for
@@ -241,4 +241,51 @@ func (h *history) at(version int) (map[string]any, bool) {
 		h.flat[version] = r
 	}
 	return r.values, r.readable
+}
+
+// ManagedStatus is status.managedKeys after a plan: the keys it wrote at the
+// version of its write, the others at the version they were written before,
+// carried forward to the version the plan read (Plan.Carried) and on to the
+// version of its write, which holds their value unchanged. Each record
+// carries its version's created_time; a record of an earlier release
+// without one takes the version's when the plan read that version on the
+// path this object owns.
+func ManagedStatus(p Plan, before []ohmlabv1alpha1.ManagedKey, applied bool, written vaultkv.Written) []ohmlabv1alpha1.ManagedKey {
+	records := make(map[string]ohmlabv1alpha1.ManagedKey, len(before))
+	for _, m := range before {
+		m.StoredAsName = false
+		if m.Version > 0 && m.Version == int64(p.CAS) && m.CreatedTime == "" {
+			m.CreatedTime = CreatedTime(p.Base)
+		}
+		records[m.Key] = m
+	}
+	for _, k := range p.Carried {
+		records[k] = ohmlabv1alpha1.ManagedKey{Key: k, Version: int64(p.CAS), CreatedTime: CreatedTime(p.Base)}
+	}
+	rewrote := applied && p.Data != nil
+	wrote := map[string]bool{}
+	if rewrote {
+		for _, a := range p.Actions {
+			if a.Key != "" {
+				wrote[a.Key] = true
+			}
+		}
+	}
+	out := make([]ohmlabv1alpha1.ManagedKey, 0, len(p.ManagedKeys))
+	for _, k := range p.ManagedKeys {
+		m, recorded := records[k]
+		if wrote[k] || rewrote && m.Version > 0 && m.Version == int64(p.CAS) {
+			m = ohmlabv1alpha1.ManagedKey{Version: int64(written.Version), CreatedTime: CreatedTime(written.Created)}
+		}
+		m.Key = k
+		// Version 0 was recorded by the first release: the key stays
+		// managed, at a version nobody can tell.
+		if m.Version > 0 || recorded {
+			out = append(out, m)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }

@@ -1,9 +1,8 @@
-package seeds_test
+package seedindex_test
 
 import (
 	"context"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -14,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+	"github.com/ohmlab/ohmlab-controller/internal/seedindex"
 	"github.com/ohmlab/ohmlab-controller/internal/seeds"
 )
 
@@ -35,7 +35,7 @@ func reader(t *testing.T, objs ...*ohmlabv1alpha1.VaultSeed) client.Reader {
 	for _, o := range objs {
 		b.WithObjects(o.DeepCopy())
 	}
-	for field, fn := range seeds.Indexes {
+	for field, fn := range seedindex.Indexes {
 		b.WithIndex(&ohmlabv1alpha1.VaultSeed{}, field, fn)
 	}
 	return b.Build()
@@ -78,7 +78,7 @@ func TestRelated(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := seeds.Related(context.Background(), reader(t, tt.cached...), a)
+			got, err := seedindex.Related(context.Background(), reader(t, tt.cached...), seeds.Analyse(a))
 			if tt.wantErr != "" {
 				if err == nil || err.Error() != tt.wantErr {
 					t.Fatalf("Related = %d objects, %v; want the error %q", len(got), err, tt.wantErr)
@@ -90,23 +90,12 @@ func TestRelated(t *testing.T) {
 			}
 			var names []string
 			for _, o := range got {
-				names = append(names, o.Name)
+				names = append(names, o.Seed.Name)
 			}
 			slices.Sort(names)
 			if diff := cmp.Diff(tt.want, names); diff != "" {
 				t.Errorf("related (-want +got):\n%s", diff)
 			}
 		})
-	}
-}
-
-func TestAnalyseReportsUndecodableData(t *testing.T) {
-	s := seed("b", "ohmlab/b", `["x"]`)
-	if _, err := seeds.Object(s); err == nil || !strings.Contains(err.Error(), "vo/b") {
-		t.Fatalf("Object: %v, want an error naming vo/b", err)
-	}
-	_, a := seeds.Analyse(s)
-	if len(a.Problems) != 1 || a.Problems[0].Message != "spec.data is not an object" {
-		t.Fatalf("problems %v, want spec.data is not an object", a.Problems)
 	}
 }

@@ -6,10 +6,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-func TestKnown(t *testing.T) {
+func TestStoreFacts(t *testing.T) {
 	a := types.NamespacedName{Namespace: "ns", Name: "a"}
 	b := types.NamespacedName{Namespace: "ns", Name: "b"}
-	var k known
+	var k store
 	steps := []struct {
 		name string
 		do   func() bool

@@ -1,4 +1,4 @@
-package vaultseed
+package planner
 
 import (
 	"context"
@@ -25,7 +25,7 @@ type PreviewOptions struct {
 }
 
 // Preview is what the controller would do to one object's path (`ohmlab
-// plan`, issue 17). It holds key names and reasons, never a value.
+// plan`). It holds key names and reasons, never a value.
 type Preview struct {
 	Namespace, Name, Path string
 	// Drifted is the Drifted condition a reconcile in observe-only mode
@@ -49,8 +49,8 @@ type Preview struct {
 	Unreadable bool
 	// Actions are the planned changes: when Drifted is True, including
 	// for an object that waits or stalls on some keys while a real run
-	// would still write the others (issue 12: a stall on one key does not
-	// freeze the path).
+	// would still write the others (a stall on one key does not freeze the
+	// path).
 	Actions []Action
 	// Writes sums Actions ("" when a real run would write nothing).
 	Writes string
@@ -64,7 +64,7 @@ type Preview struct {
 func (p Preview) Changes() bool { return p.Drifted.Status == metav1.ConditionTrue }
 
 // PreviewSeeds plans every object as the controller's observe-only mode
-// does, with the same code (observePlan, observeOnlyOutcome), reading kv
+// does, with the same code (Check, Observe, Decide, ObserveOnlyResult), reading kv
 // and writing nothing: kv has no write method. The planner is dry: no
 // bcrypt or age work is spent on values that are never written.
 //
@@ -84,77 +84,86 @@ func (p Preview) Changes() bool { return p.Drifted.Status == metav1.ConditionTru
 // other read would succeed, or value generation's; wrapped with the object
 // and path, Vault's reason included, it comes with the previews of the
 // objects planned before it.
-func PreviewSeeds(ctx context.Context, kv KVReader, objs []*ohmlabv1alpha1.VaultSeed, opts PreviewOptions) ([]Preview, error) {
-	all := make([]templating.Object, len(objs))
-	analyses := make([]templating.Analysis, len(objs))
-	for i, seed := range objs {
-		all[i], analyses[i] = seeds.Analyse(seed)
+func PreviewSeeds(ctx context.Context, kv KVReader, analysed []seeds.Analysed, opts PreviewOptions) ([]Preview, error) {
+	all := make([]templating.Object, len(analysed))
+	for i, a := range analysed {
+		all[i] = a.Object
 	}
 	set := templating.AnalyseSet(all)
 	ov := &overlay{kv: kv, planned: map[string]*vaultkv.Secret{}, writer: map[string]string{}}
 	gen := templating.Generator{Dry: true}
-	out := make([]Preview, len(objs))
+	out := make([]Preview, len(analysed))
 	var planned []int
-	for _, i := range dependencyOrder(objs, analyses) {
-		seed := objs[i]
-		res, after, err := previewOne(ctx, ov, gen, seed, set, opts)
-		var read readError
-		switch {
-		case errors.As(err, &read) && !errors.Is(err, vaultkv.ErrUnavailable):
-			out[i] = previewOf(seed, backendOutcome(read.err), nil)
-			out[i].Unreadable = true
-		case err != nil:
-			return collect(out, planned), fmt.Errorf("%s %s: %w", seeds.Owner(seed), seed.Spec.Path, err)
-		default:
-			out[i] = previewOf(seed, res, after)
+	for _, i := range dependencyOrder(analysed) {
+		a := analysed[i]
+		in := Input{Analysed: a, Managed: a.Seed.Status.ManagedKeys, Ring: RingThrough(set, seeds.Owner(a.Seed)), AllowDelete: opts.AllowDelete}
+		pv, err := previewOne(ctx, ov, gen, in)
+		if err != nil {
+			return collect(out, planned), fmt.Errorf("%s %s: %w", seeds.Owner(a.Seed), a.Seed.Spec.Path, err)
 		}
+		out[i] = pv
 		planned = append(planned, i)
 	}
 	return out, nil
 }
 
-// previewOne is one observe-only reconcile of sync (observePlan), against
-// the overlay and with the object's own status.managedKeys, and records what
-// a real run would write. A reference cycle is looked for in the input set.
-func previewOne(ctx context.Context, ov *overlay, gen templating.Generator, seed *ohmlabv1alpha1.VaultSeed, set []templating.Problem, opts PreviewOptions) (outcome, []string, error) {
-	owner := seeds.Owner(seed)
-	pl, err := observePlan(ctx, seed, planInput{
-		kv:          ov,
-		ring:        func(templating.Object) (string, error) { return ringThrough(set, owner), nil },
-		managed:     func() []ohmlabv1alpha1.ManagedKey { return seed.Status.ManagedKeys },
-		allowDelete: opts.AllowDelete,
-		gen:         gen,
-	})
+// previewOne is one observe-only reconcile (Check, Observe, Decide),
+// against the overlay and with the object's own status.managedKeys, and
+// records what a real run would write. A read that Vault refused or failed
+// makes the preview Unreadable; the error is one of a Vault that does not
+// answer, or value generation's.
+func previewOne(ctx context.Context, ov *overlay, gen templating.Generator, in Input) (Preview, error) {
+	seed := in.Seed
+	if stop := Check(in); stop != nil {
+		res, _, _ := stop.ObserveOnlyResult(0)
+		return previewOf(seed, res, nil, nil), nil
+	}
+	o, err := Observe(ctx, ov, in)
+	switch {
+	case err != nil && errors.Is(err, vaultkv.ErrUnavailable):
+		return Preview{}, err
+	case err != nil:
+		pv := previewOf(seed, BackendResult(err), nil, nil)
+		pv.Unreadable = true
+		return pv, nil
+	}
+	p, err := Decide(ctx, in, o, gen)
 	if err != nil {
-		return outcome{}, nil, err
+		return Preview{}, err
 	}
-	if pl.stop != nil {
-		return outcome{result: *pl.stop}, nil, nil
+	if p.Outcome == OutcomeNewer {
+		res, _ := p.Result(0)
+		return previewOf(seed, res, nil, nil), nil
 	}
-	ov.record(seed.Spec.Path, pl.observed.Path, pl.plan, owner)
+	owner := seeds.Owner(seed)
+	ov.record(seed.Spec.Path, o.Path, p, owner)
 	var after []string
-	for ref := range pl.observed.Refs {
+	for ref := range o.Refs {
 		if w := ov.writer[ref]; w != "" && w != owner {
 			after = append(after, w)
 		}
 	}
 	slices.Sort(after)
-	return observeOnlyOutcome(pl.plan, pl.observed.Path.Version), slices.Compact(after), nil
+	res, _, shown := p.ObserveOnlyResult(o.Path.Version)
+	if !shown {
+		return previewOf(seed, res, nil, slices.Compact(after)), nil
+	}
+	return previewOf(seed, res, &p, slices.Compact(after)), nil
 }
 
-// previewOf turns an outcome into what the Drifted condition would say,
+// previewOf turns a result into what the Drifted condition would say,
 // through the same code that writes status.
-func previewOf(seed *ohmlabv1alpha1.VaultSeed, out outcome, after []string) Preview {
+func previewOf(seed *ohmlabv1alpha1.VaultSeed, res Result, p *Plan, after []string) Preview {
 	var st ohmlabv1alpha1.VaultSeedStatus
-	out.apply(&st, seed.Generation, true)
-	pv := Preview{Namespace: seed.Namespace, Name: seed.Name, Path: seed.Spec.Path, Stalled: out.stalled, Waits: out.reconciling, After: after}
-	if out.stalled || out.reconciling {
-		pv.Reason, pv.Message = out.reason, out.message.capped(maxConditionMessage)
+	res.Apply(&st, seed.Generation, true)
+	pv := Preview{Namespace: seed.Namespace, Name: seed.Name, Path: seed.Spec.Path, Stalled: res.Stalled, Waits: res.Reconciling, After: after}
+	if res.Stalled || res.Reconciling {
+		pv.Reason, pv.Message = res.Reason, res.Message.Capped(MaxConditionMessage)
 	}
 	if c := meta.FindStatusCondition(st.Conditions, ohmlabv1alpha1.ConditionDrifted); c != nil {
 		pv.Drifted = *c
 	}
-	if p := out.plan; p != nil && !p.Empty() {
+	if p != nil && !p.Empty() {
 		pv.Actions, pv.Writes = p.Actions, p.Summary()
 	}
 	return pv
@@ -172,15 +181,15 @@ func collect(out []Preview, planned []int) []Preview {
 // dependencyOrder returns the indexes of objs with every reference source
 // of the input before the objects that reference it, ties in input order.
 // Objects on a ring (RefCycle, stalled anyway) come last, in input order.
-func dependencyOrder(objs []*ohmlabv1alpha1.VaultSeed, analyses []templating.Analysis) []int {
+func dependencyOrder(objs []seeds.Analysed) []int {
 	byPath := map[string][]int{}
 	for i, o := range objs {
-		byPath[o.Spec.Path] = append(byPath[o.Spec.Path], i)
+		byPath[o.Seed.Spec.Path] = append(byPath[o.Seed.Spec.Path], i)
 	}
 	waitsFor := make([]int, len(objs)) // sources not planned yet
 	dependents := make([][]int, len(objs))
-	for i, a := range analyses {
-		for _, ref := range a.RefPaths {
+	for i, o := range objs {
+		for _, ref := range o.Analysis.RefPaths {
 			for _, j := range byPath[ref] {
 				if j != i {
 					waitsFor[i]++

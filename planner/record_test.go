@@ -1,8 +1,6 @@
-package vaultseed
+package planner
 
 import (
-	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -12,45 +10,39 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+	"github.com/ohmlab/ohmlab-controller/planner/plantest"
 	"github.com/ohmlab/ohmlab-controller/vaultkv"
 )
 
 // manyKeys are n key names of about 40 bytes.
-func manyKeys(n int) []string {
-	keys := make([]string, n)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("clients.grafana-core-%03d.clientSecret", i)
-	}
-	return keys
-}
 
 func TestIntentMetadataRoundTrip(t *testing.T) {
 	tests := []struct {
 		name      string
-		w         intent
+		w         Record
 		wantParts int
-		want      intent
+		want      Record
 	}{
 		{
 			name:      "a rotation",
-			w:         intent{Version: 7, Token: "2026-10-12", Actions: map[string][]string{ActionRotate: {"admin.password"}, ActionRecordToken: {}}},
+			w:         Record{Version: 7, Token: "2026-10-12", Actions: map[string][]string{ActionRotate: {"admin.password"}, ActionRecordToken: {}}},
 			wantParts: 1,
 		},
 		{
 			name:      "key names past one value continue under numbered keys",
-			w:         intent{Version: 2, Actions: map[string][]string{ActionCreate: {}, ActionCreateField: manyKeys(40)}},
+			w:         Record{Version: 2, Actions: map[string][]string{ActionCreate: {}, ActionCreateField: plantest.ManyKeys(40)}},
 			wantParts: 4,
 		},
 		{
 			name:      "non-ASCII key names are escaped, so that the values are printable",
-			w:         intent{Version: 3, Actions: map[string][]string{ActionCreateField: {"mot-de-passe-été", "clé-🔑"}}},
+			w:         Record{Version: 3, Actions: map[string][]string{ActionCreateField: {"mot-de-passe-été", "clé-🔑"}}},
 			wantParts: 1,
 		},
 		{
 			name:      "key names past every part: a record without them",
-			w:         intent{Version: 9, Token: "t2", Actions: map[string][]string{ActionCreateField: manyKeys(200)}},
+			w:         Record{Version: 9, Token: "t2", Actions: map[string][]string{ActionCreateField: plantest.ManyKeys(200)}},
 			wantParts: 1,
-			want:      intent{Version: 9, Token: "t2", Unlisted: true, Keys: keysDigest(manyKeys(200))},
+			want:      Record{Version: 9, Token: "t2", Unlisted: true, Keys: keysDigest(plantest.ManyKeys(200))},
 		},
 	}
 	for _, tt := range tests {
@@ -71,7 +63,7 @@ func TestIntentMetadataRoundTrip(t *testing.T) {
 			if want.Version == 0 {
 				want = tt.w
 			}
-			got, ok := recordedIntent(md)
+			got, ok := RecordOn(md)
 			if !ok {
 				t.Fatal("the record does not read back")
 			}
@@ -83,8 +75,8 @@ func TestIntentMetadataRoundTrip(t *testing.T) {
 }
 
 func TestRecordedIntent(t *testing.T) {
-	long := intent{Version: 4, Actions: map[string][]string{ActionCreateField: manyKeys(40)}}.metadata()
-	short := intent{Version: 5, Actions: map[string][]string{ActionUpdateField: {"a"}}}.metadata()
+	long := Record{Version: 4, Actions: map[string][]string{ActionCreateField: plantest.ManyKeys(40)}}.metadata()
+	short := Record{Version: 5, Actions: map[string][]string{ActionUpdateField: {"a"}}}.metadata()
 	// A shorter record merged over a longer one leaves its later parts.
 	over := map[string]string{}
 	for k, v := range long {
@@ -96,18 +88,18 @@ func TestRecordedIntent(t *testing.T) {
 	tests := []struct {
 		name   string
 		md     map[string]string
-		want   intent
+		want   Record
 		wantOK bool
 	}{
 		{name: "none", md: map[string]string{ohmlabv1alpha1.OwnerMetadataKey: "ns/app"}},
-		{name: "a shorter record over a longer one", md: over, want: intent{Version: 5, Actions: map[string][]string{ActionUpdateField: {"a"}}}, wantOK: true},
+		{name: "a shorter record over a longer one", md: over, want: Record{Version: 5, Actions: map[string][]string{ActionUpdateField: {"a"}}}, wantOK: true},
 		{name: "a part missing", md: map[string]string{intentKey(0): long[intentKey(0)], intentKey(2): long[intentKey(2)]}},
 		{name: "edited by hand", md: map[string]string{ohmlabv1alpha1.WriteMetadataKey: "7;t2;admin.password"}},
 		{name: "no version", md: map[string]string{ohmlabv1alpha1.WriteMetadataKey: `{"token":"t2"}`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := recordedIntent(tt.md)
+			got, ok := RecordOn(tt.md)
 			if ok != tt.wantOK {
 				t.Fatalf("ok = %v, want %v", ok, tt.wantOK)
 			}
@@ -119,7 +111,7 @@ func TestRecordedIntent(t *testing.T) {
 }
 
 func TestIntentReported(t *testing.T) {
-	w := intent{Version: 6, Status: 5, Actions: map[string][]string{ActionCreateField: {"a"}, ActionRotate: {"b"}, ActionDeleteField: {"gone"}}}
+	w := Record{Version: 6, Status: 5, Actions: map[string][]string{ActionCreateField: {"a"}, ActionRotate: {"b"}, ActionDeleteField: {"gone"}}}
 	mk := func(kv ...any) []ohmlabv1alpha1.ManagedKey {
 		var out []ohmlabv1alpha1.ManagedKey
 		for i := 0; i < len(kv); i += 2 {
@@ -129,7 +121,7 @@ func TestIntentReported(t *testing.T) {
 	}
 	tests := []struct {
 		name          string
-		w             intent
+		w             Record
 		statusVersion int64
 		managed       []ohmlabv1alpha1.ManagedKey
 		want          bool
@@ -141,11 +133,11 @@ func TestIntentReported(t *testing.T) {
 		{name: "status.version older than the version it was planned on", w: w, statusVersion: 4, want: true},
 		{name: "managed keys at its version, the pruned one gone", w: w, statusVersion: 5, managed: mk("a", 6, "b", 6), want: true},
 		{name: "managed keys at its version, the pruned one still listed", w: w, statusVersion: 5, managed: mk("a", 6, "b", 6, "gone", 3)},
-		{name: "an unlisted record, status.version as its writer planned", w: intent{Version: 6, Status: 5, Unlisted: true}, statusVersion: 5},
-		{name: "an unlisted record, status.version at it", w: intent{Version: 6, Status: 5, Unlisted: true}, statusVersion: 6, want: true},
-		{name: "a new object's first write: no status before, none since", w: intent{Version: 2, Actions: map[string][]string{ActionAdopt: {}, ActionCreateField: {"a"}}}, statusVersion: 0},
-		{name: "planned with status.version 3 while a person had written 4 and 5", w: intent{Version: 6, Status: 3, Unlisted: true}, statusVersion: 3},
-		{name: "the writer lost the answer and reported the version it read", w: intent{Version: 6, Status: 3, Unlisted: true}, statusVersion: 5},
+		{name: "an unlisted record, status.version as its writer planned", w: Record{Version: 6, Status: 5, Unlisted: true}, statusVersion: 5},
+		{name: "an unlisted record, status.version at it", w: Record{Version: 6, Status: 5, Unlisted: true}, statusVersion: 6, want: true},
+		{name: "a new object's first write: no status before, none since", w: Record{Version: 2, Actions: map[string][]string{ActionAdopt: {}, ActionCreateField: {"a"}}}, statusVersion: 0},
+		{name: "planned with status.version 3 while a person had written 4 and 5", w: Record{Version: 6, Status: 3, Unlisted: true}, statusVersion: 3},
+		{name: "the writer lost the answer and reported the version it read", w: Record{Version: 6, Status: 3, Unlisted: true}, statusVersion: 5},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -160,18 +152,18 @@ func TestIntentLandedIn(t *testing.T) {
 	at := func(version int, data m) *vaultkv.Secret {
 		return &vaultkv.Secret{Exists: true, Version: version, Data: data}
 	}
-	create := intent{Version: 1, Actions: map[string][]string{ActionCreate: {}, ActionCreateField: {"admin.password", "user"}}}
-	rotation := intent{Version: 5, Token: "t2", Actions: map[string][]string{ActionRotate: {"admin.password"}, ActionRecordToken: {}}}
-	prune := intent{Version: 3, Actions: map[string][]string{ActionDeleteField: {"old"}, ActionCreateField: {"new"}}}
+	create := Record{Version: 1, Actions: map[string][]string{ActionCreate: {}, ActionCreateField: {"admin.password", "user"}}}
+	rotation := Record{Version: 5, Token: "t2", Actions: map[string][]string{ActionRotate: {"admin.password"}, ActionRecordToken: {}}}
+	prune := Record{Version: 3, Actions: map[string][]string{ActionDeleteField: {"old"}, ActionCreateField: {"new"}}}
 	t0 := time.Date(2026, 12, 6, 5, 0, 0, 0, time.UTC)
 	stamped := func(version int, created time.Time, data m) *vaultkv.Secret {
 		return &vaultkv.Secret{Exists: true, Version: version, Created: created, Data: data}
 	}
 	based := rotation
-	based.Base, based.Until = createdTime(t0), t0.Add(2*time.Minute).Format(time.RFC3339Nano)
+	based.Base, based.Until = CreatedTime(t0), t0.Add(2*time.Minute).Format(time.RFC3339Nano)
 	tests := []struct {
 		name            string
-		w               intent
+		w               Record
 		written, before *vaultkv.Secret
 		want            bool
 	}{
@@ -191,10 +183,10 @@ func TestIntentLandedIn(t *testing.T) {
 		{name: "the version before deleted", w: rotation, written: at(5, m{"admin": m{"password": "new"}}), before: &vaultkv.Secret{Exists: true, Version: 4, Deleted: true}},
 		{name: "the written version deleted", w: rotation, written: &vaultkv.Secret{Exists: true, Version: 5, Deleted: true}, before: at(4, m{"admin": m{"password": "old"}})},
 		{name: "another version", w: rotation, written: at(6, m{"admin": m{"password": "new"}}), before: at(4, m{"admin": m{"password": "old"}})},
-		{name: "an unlisted record without a digest (an earlier release's)", w: intent{Version: 5, Unlisted: true}, written: at(5, m{"a": "b"}), before: at(4, m{})},
-		{name: "an unlisted record: the keys changed are the digest's", w: intent{Version: 5, Unlisted: true, Keys: keysDigest([]string{"a", "gone"})},
+		{name: "an unlisted record without a digest (an earlier release's)", w: Record{Version: 5, Unlisted: true}, written: at(5, m{"a": "b"}), before: at(4, m{})},
+		{name: "an unlisted record: the keys changed are the digest's", w: Record{Version: 5, Unlisted: true, Keys: keysDigest([]string{"a", "gone"})},
 			written: at(5, m{"a": "b", "same": "s"}), before: at(4, m{"gone": "g", "same": "s"}), want: true},
-		{name: "an unlisted record: a person's write changed another key too", w: intent{Version: 5, Unlisted: true, Keys: keysDigest([]string{"a"})},
+		{name: "an unlisted record: a person's write changed another key too", w: Record{Version: 5, Unlisted: true, Keys: keysDigest([]string{"a"})},
 			written: at(5, m{"a": "b", "typed": "t"}), before: at(4, m{})},
 		{name: "planned on another life of the path: the version before has another created_time", w: based,
 			written: stamped(5, t0.Add(time.Second), m{"admin": m{"password": "new"}}), before: stamped(4, t0.Add(-time.Hour), m{"admin": m{"password": "old"}})},
@@ -213,10 +205,10 @@ func TestIntentLandedIn(t *testing.T) {
 }
 
 func TestIntentPlan(t *testing.T) {
-	rotation := intent{Version: 5, Token: "t2", Actions: map[string][]string{ActionUpdateField: {"admin.passwordHashed"}, ActionRotate: {"admin.password"}, ActionRecordToken: {}}}
+	rotation := Record{Version: 5, Token: "t2", Actions: map[string][]string{ActionUpdateField: {"admin.passwordHashed"}, ActionRotate: {"admin.password"}, ActionRecordToken: {}}}
 	tests := []struct {
 		name          string
-		w             intent
+		w             Record
 		tokenRecorded bool
 		wantSummary   string
 		wantReason    string
@@ -225,15 +217,15 @@ func TestIntentPlan(t *testing.T) {
 			wantSummary: "1 update-field (admin.passwordHashed), 1 rotate (admin.password), 1 record-token", wantReason: "Rotated"},
 		{name: "a rotation whose token is not recorded yet", w: rotation,
 			wantSummary: "1 update-field (admin.passwordHashed), 1 rotate (admin.password)", wantReason: "Rotated"},
-		{name: "an adoption that creates keys and prunes one", w: intent{Version: 5, Actions: map[string][]string{ActionAdopt: {}, ActionCreateField: {"new"}, ActionDeleteField: {"old"}}},
+		{name: "an adoption that creates keys and prunes one", w: Record{Version: 5, Actions: map[string][]string{ActionAdopt: {}, ActionCreateField: {"new"}, ActionDeleteField: {"old"}}},
 			wantSummary: "1 adopt, 1 create-field (new), 1 delete-field (old)", wantReason: "Adopted"},
 	}
-	unlisted := intent{Version: 5, Token: "t2", Unlisted: true}
+	unlisted := Record{Version: 5, Token: "t2", Unlisted: true}
 	written := &vaultkv.Secret{Exists: true, Version: 5, Data: m{"admin": m{"password": "new"}, "new": "n", "same": "s"}}
 	before := &vaultkv.Secret{Exists: true, Version: 4, Data: m{"admin": m{"password": "old"}, "old": "o", "same": "s"}}
 	tests = append(tests, struct {
 		name          string
-		w             intent
+		w             Record
 		tokenRecorded bool
 		wantSummary   string
 		wantReason    string
@@ -241,11 +233,11 @@ func TestIntentPlan(t *testing.T) {
 		wantSummary: "1 create-field (new), 1 delete-field (old), 1 rotate (admin.password), 1 record-token", wantReason: "Rotated"})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := tt.w.plan(tt.tokenRecorded, written, before)
+			p := tt.w.report(tt.tokenRecorded, written, before)
 			if got := p.Summary(); got != tt.wantSummary {
 				t.Errorf("summary %q, want %q", got, tt.wantSummary)
 			}
-			if got := eventReason(p); got != tt.wantReason {
+			if got := p.EventReason(); got != tt.wantReason {
 				t.Errorf("event reason %q, want %q", got, tt.wantReason)
 			}
 		})
@@ -257,16 +249,46 @@ func TestIntentPlan(t *testing.T) {
 func TestIntentOfPlan(t *testing.T) {
 	p := Plan{CAS: 0, Actions: []Action{actCreate, create("a"), create("b")}, Mark: md(ownerKey, testOwner, tokenKey, "t1"), Data: m{"a": "1", "b": "2"}}
 	seed := &ohmlabv1alpha1.VaultSeed{ObjectMeta: metav1.ObjectMeta{UID: "u1", Generation: 3}}
-	ctx, cancel := context.WithDeadline(context.Background(), time.Date(2026, 12, 6, 5, 0, 0, 0, time.UTC))
-	defer cancel()
-	want := intent{Version: 1, UID: "u1", Generation: 3, Until: "2026-12-06T05:00:00Z", Actions: map[string][]string{ActionCreate: {}, ActionCreateField: {"a", "b"}}}
-	w := intentOf(ctx, p, seed)
+	deadline := time.Date(2026, 12, 6, 5, 0, 0, 0, time.UTC)
+	want := Record{Version: 1, UID: "u1", Generation: 3, Until: "2026-12-06T05:00:00Z", Actions: map[string][]string{ActionCreate: {}, ActionCreateField: {"a", "b"}}}
+	w := NewRecord(p, seed, deadline)
 	if diff := cmp.Diff(want, w); diff != "" {
-		t.Errorf("intent (-want +got):\n%s", diff)
+		t.Errorf("Record (-want +got):\n%s", diff)
 	}
 	wantMark := md(ownerKey, testOwner, tokenKey, "t1", ohmlabv1alpha1.WriteMetadataKey,
 		`{"version":1,"uid":"u1","generation":3,"until":"2026-12-06T05:00:00Z","actions":{"create":[],"create-field":["a","b"]}}`)
-	if diff := cmp.Diff(wantMark, withIntent(p, w)); diff != "" {
+	if diff := cmp.Diff(wantMark, p.MarkWith(w)); diff != "" {
 		t.Errorf("mark (-want +got):\n%s", diff)
+	}
+}
+
+// TestStaleCopyWritesNothing: a copy of the object older than the
+// generation that wrote the path's last record (another process's cache
+// lagging behind during a shard move) plans nothing; another object's
+// record, or none, is no reason to wait.
+func TestStaleCopyWritesNothing(t *testing.T) {
+	record := func(uid string, generation int64) *vaultkv.Secret {
+		w := Record{Version: 3, UID: uid, Generation: generation, Actions: map[string][]string{ActionRotate: {"a"}}}
+		return &vaultkv.Secret{Exists: true, Version: 3, CustomMetadata: w.metadata()}
+	}
+	seed := &ohmlabv1alpha1.VaultSeed{}
+	seed.UID, seed.Generation = "u1", 4
+	tests := []struct {
+		name string
+		path *vaultkv.Secret
+		want bool
+	}{
+		{name: "written by a newer generation of this object", path: record("u1", 5), want: true},
+		{name: "written by this generation", path: record("u1", 4)},
+		{name: "written by an older generation", path: record("u1", 3)},
+		{name: "written by another object under the same name", path: record("u0", 9)},
+		{name: "no record", path: &vaultkv.Secret{Exists: true, Version: 3}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := staleCopy(seed, tt.path); got != tt.want {
+				t.Errorf("staleCopy = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

@@ -1,4 +1,8 @@
-package seeds
+// Package seedindex indexes VaultSeed objects in a controller-runtime
+// cache (by spec.path and by the paths their references read) and finds the
+// objects related to one through them: what the webhook and the reconciler
+// look up, and the CLI does not need.
+package seedindex
 
 import (
 	"context"
@@ -9,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
-	"github.com/ohmlab/ohmlab-controller/templating"
+	"github.com/ohmlab/ohmlab-controller/internal/seeds"
 )
 
 // Cache indexes of VaultSeed objects.
@@ -29,8 +33,7 @@ var Indexes = map[string]client.IndexerFunc{
 	// An object whose spec.data cannot be decoded reads no path here;
 	// Related reports it.
 	IndexRefPaths: func(o client.Object) []string {
-		_, a := Analyse(o.(*ohmlabv1alpha1.VaultSeed))
-		return a.RefPaths
+		return seeds.Analyse(o.(*ohmlabv1alpha1.VaultSeed)).Analysis.RefPaths
 	},
 }
 
@@ -41,8 +44,7 @@ var Indexes = map[string]client.IndexerFunc{
 // so each value is indexed only under the key controller-runtime's cache
 // reads for a List without a namespace: its IndexField also keys every
 // value by the object's namespace, which nothing here asks for, and a key
-// costs a set of its own (issue 25: half of the indexes' memory at 10,000
-// objects). A List of these fields in one namespace finds nothing.
+// costs a set of its own (docs/performance.md, memory). A List of these fields in one namespace finds nothing.
 func IndexFields(ctx context.Context, mgr ctrl.Manager) error {
 	informer, err := mgr.GetCache().GetInformer(ctx, &ohmlabv1alpha1.VaultSeed{})
 	if err != nil {
@@ -73,23 +75,22 @@ func cacheIndexers() toolscache.Indexers {
 	return indexers
 }
 
-// Related returns the other objects that can take part in seed's verdict:
-// those on its path (a duplicate) and those on every path reachable from it
-// through references (a cycle through its path lies among them). It lists
-// them path by path with the IndexPath index of reader (the manager's
-// cache), not the whole cache, and leaves out any copy of seed itself (the
-// cached version of an update). The objects may be the cache's own: the
-// caller must not change them.
+// Related returns the other objects that can take part in seed's verdict,
+// analysed: those on its path (a duplicate) and those on every path
+// reachable from it through references (a cycle through its path lies
+// among them). It lists them path by path with the IndexPath index of
+// reader (the manager's cache), not the whole cache, and leaves out any
+// copy of seed itself (the cached version of an update). The objects may
+// be the cache's own: the caller must not change them.
 //
 // An object among them whose spec.data cannot be decoded (the API server's
 // schema makes it an object, so only a cache fed otherwise holds one) is an
 // error naming it: its references are unknown, and a verdict without them
 // could miss a cycle.
-func Related(ctx context.Context, reader client.Reader, seed *ohmlabv1alpha1.VaultSeed) ([]*ohmlabv1alpha1.VaultSeed, error) {
-	_, a := Analyse(seed)
-	queue := append([]string{seed.Spec.Path}, a.RefPaths...)
+func Related(ctx context.Context, reader client.Reader, seed seeds.Analysed) ([]seeds.Analysed, error) {
+	queue := append([]string{seed.Seed.Spec.Path}, seed.Analysis.RefPaths...)
 	seen := map[string]bool{}
-	var out []*ohmlabv1alpha1.VaultSeed
+	var out []seeds.Analysed
 	for len(queue) > 0 {
 		p := queue[0]
 		queue = queue[1:]
@@ -97,23 +98,23 @@ func Related(ctx context.Context, reader client.Reader, seed *ohmlabv1alpha1.Vau
 			continue
 		}
 		seen[p] = true
-		// Only read: the cache's own objects, not copies (issue 13: the
-		// copies were most of what a quiet reconcile allocated).
+		// Only read: the cache's own objects, not copies, which were most
+		// of what a quiet reconcile allocated.
 		var list ohmlabv1alpha1.VaultSeedList
 		if err := reader.List(ctx, &list, client.MatchingFields{IndexPath: p}, client.UnsafeDisableDeepCopy); err != nil {
 			return nil, fmt.Errorf("listing the VaultSeeds on %s: %w", p, err)
 		}
 		for i := range list.Items {
 			o := &list.Items[i]
-			if o.Namespace == seed.Namespace && o.Name == seed.Name {
+			if o.Namespace == seed.Seed.Namespace && o.Name == seed.Seed.Name {
 				continue
 			}
-			obj, err := Object(o)
-			if err != nil {
-				return nil, fmt.Errorf("analysing the VaultSeeds related to %s: %w", Owner(seed), err)
+			if _, err := seeds.Object(o); err != nil {
+				return nil, fmt.Errorf("analysing the VaultSeeds related to %s: %w", seeds.Owner(seed.Seed), err)
 			}
-			out = append(out, o)
-			queue = append(queue, templating.Analyse(obj).RefPaths...)
+			a := seeds.Analyse(o)
+			out = append(out, a)
+			queue = append(queue, a.Analysis.RefPaths...)
 		}
 	}
 	return out, nil

@@ -1,11 +1,9 @@
-package vaultseed
+package planner
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"reflect"
@@ -14,25 +12,22 @@ import (
 	"time"
 	"unicode/utf16"
 
-	corev1 "k8s.io/api/core/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
 	"github.com/ohmlab/ohmlab-controller/internal/seeds"
 	"github.com/ohmlab/ohmlab-controller/templating"
 	"github.com/ohmlab/ohmlab-controller/vaultkv"
 )
 
-// An intent is the record of one data write, merged into the path's
+// A Record is the record of one data write, merged into the path's
 // custom_metadata (ohmlabv1alpha1.WriteMetadataKey) before the write, in
-// the owner marker's request when there is one (issue 23, items 6 and 7).
+// the owner marker's request when there is one (docs/DESIGN.md,
+// "Provenance").
 // A process that reads the path at or past the version it names, and whose
 // object's status does not tell of that write (its writer was killed, lost
 // its Lease, or lost the write's answer), reports the write as its writer
 // would have; and a rotation token the write applied is recorded, not
 // rotated a second time. It names keys and versions, never a value.
-type intent struct {
+type Record struct {
 	// Version is the KV version the write creates: its check-and-set + 1.
 	Version int `json:"version"`
 	// UID and Generation are the writing object's: a record of another
@@ -81,7 +76,7 @@ func keysDigest(keys []string) string {
 }
 
 // keys are the names of the record's field actions.
-func (w intent) keys() []string {
+func (w Record) keys() []string {
 	var out []string
 	for _, keys := range w.Actions {
 		out = append(out, keys...)
@@ -98,12 +93,12 @@ const maxIntentParts = 8
 // ahead of the controller's, which sets a record's Until.
 const maxClockSkew = time.Minute
 
-// intentOf is the record of p's data write by seed, given up at ctx's
-// deadline.
-func intentOf(ctx context.Context, p Plan, seed *ohmlabv1alpha1.VaultSeed) intent {
-	w := intent{Version: p.CAS + 1, UID: string(seed.UID), Generation: seed.Generation, Status: seed.Status.Version, Base: createdTime(p.Base),
+// NewRecord is the record of p's data write by seed, given up at deadline
+// (zero: none).
+func NewRecord(p Plan, seed *ohmlabv1alpha1.VaultSeed, deadline time.Time) Record {
+	w := Record{Version: p.CAS + 1, UID: string(seed.UID), Generation: seed.Generation, Status: seed.Status.Version, Base: CreatedTime(p.Base),
 		Token: p.RecordToken, Rotated: p.Rotated, Actions: map[string][]string{}}
-	if deadline, ok := ctx.Deadline(); ok {
+	if !deadline.IsZero() {
 		w.Until = deadline.UTC().Format(time.RFC3339Nano)
 	}
 	for _, a := range p.Actions {
@@ -130,10 +125,10 @@ func intentKey(i int) string {
 // metadata is the record as custom_metadata: JSON in printable ASCII (Vault
 // refuses unprintable characters), cut into values of Vault's size. A
 // record too long for maxIntentParts values becomes Unlisted.
-func (w intent) metadata() map[string]string {
+func (w Record) metadata() map[string]string {
 	s := asciiJSON(w)
 	if len(s) > maxIntentParts*vaultkv.MaxMetadataValueBytes {
-		s = asciiJSON(intent{Version: w.Version, UID: w.UID, Generation: w.Generation, Base: w.Base, Until: w.Until, Token: w.Token,
+		s = asciiJSON(Record{Version: w.Version, UID: w.UID, Generation: w.Generation, Base: w.Base, Until: w.Until, Token: w.Token,
 			Rotated: w.Rotated, Unlisted: true, Keys: keysDigest(w.keys())})
 	}
 	md := map[string]string{}
@@ -147,7 +142,7 @@ func (w intent) metadata() map[string]string {
 
 // asciiJSON is v as JSON with every non-ASCII character escaped.
 func asciiJSON(v any) string {
-	// An intent holds strings and ints only: Marshal cannot fail.
+	// An Record holds strings and ints only: Marshal cannot fail.
 	b, _ := json.Marshal(v)
 	var out strings.Builder
 	for _, r := range string(b) {
@@ -164,12 +159,12 @@ func asciiJSON(v any) string {
 	return out.String()
 }
 
-// recordedIntent returns the record a path's custom_metadata holds. Its
+// RecordOn returns the record a path's custom_metadata holds. Its
 // parts are read in order until they make a JSON object: a part left over
 // from a longer record written earlier is never reached, since the object
 // of a record closes in its last part. ok is false without a record, or
 // when it does not parse (edited by hand).
-func recordedIntent(md map[string]string) (intent, bool) {
+func RecordOn(md map[string]string) (Record, bool) {
 	var s strings.Builder
 	for i := range maxIntentParts {
 		part, ok := md[intentKey(i)]
@@ -177,19 +172,19 @@ func recordedIntent(md map[string]string) (intent, bool) {
 			break
 		}
 		s.WriteString(part)
-		var w intent
+		var w Record
 		if json.Unmarshal([]byte(s.String()), &w) == nil && w.Version > 0 {
 			return w, true
 		}
 	}
-	return intent{}, false
+	return Record{}, false
 }
 
 // reported says whether the object's status tells of the write, or of
 // anything but the version it was planned on: status.version elsewhere,
 // or status.managedKeys (as this process knows them) holding the keys it
 // wrote at its version and not the keys it pruned.
-func (w intent) reported(statusVersion int64, managed []ohmlabv1alpha1.ManagedKey) bool {
+func (w Record) reported(statusVersion int64, managed []ohmlabv1alpha1.ManagedKey) bool {
 	// Only a status left as the writer planned with it, or as a writer
 	// that lost the write's answer reports it (at the version it read),
 	// tells of a write not reported yet; one anywhere else was written
@@ -221,13 +216,13 @@ func (w intent) reported(statusVersion int64, managed []ohmlabv1alpha1.ManagedKe
 // the keys it pruned are gone, and no other key changed. A version that a
 // person wrote instead (the write's check-and-set then failed) changes
 // other keys or leaves a recorded key as it was.
-func (w intent) landedIn(written, before *vaultkv.Secret) bool {
+func (w Record) landedIn(written, before *vaultkv.Secret) bool {
 	if written == nil || !written.Exists || written.Deleted || written.Version != w.Version || !w.inTime(written.Created) {
 		return false
 	}
 	var was map[string]any
 	if before != nil {
-		if !before.Exists || before.Deleted || createdTime(before.Created) != w.Base {
+		if !before.Exists || before.Deleted || CreatedTime(before.Created) != w.Base {
 			return false
 		}
 		was = before.Data
@@ -260,14 +255,14 @@ func (w intent) landedIn(written, before *vaultkv.Secret) bool {
 // reportable says whether the write may still be reported late at now: no
 // later than one reconcile (within) after its writer's deadline. A record
 // without a deadline (an earlier release's) may be.
-func (w intent) reportable(now time.Time, within time.Duration) bool {
+func (w Record) reportable(now time.Time, within time.Duration) bool {
 	return w.before(now, within)
 }
 
 // before says whether t comes before the writer's deadline, plus clock
 // skew and margin. No deadline (an earlier release's record) bounds
 // nothing; one that does not parse (edited by hand) admits nothing.
-func (w intent) before(t time.Time, margin time.Duration) bool {
+func (w Record) before(t time.Time, margin time.Duration) bool {
 	if w.Until == "" {
 		return true
 	}
@@ -295,15 +290,15 @@ func changed(then, now map[string]any) []string {
 // inTime says whether a version created at created may be the record's
 // write: before its writer gave up, allowing for clock skew. A record
 // without Until (an earlier release's) bounds nothing.
-func (w intent) inTime(created time.Time) bool {
+func (w Record) inTime(created time.Time) bool {
 	return w.before(created, 0)
 }
 
-// plan is the part of the recorded write's plan that its report needs: its
+// report is the part of the recorded write's plan that its report needs: its
 // actions, the token record only when the path shows it. An unlisted
 // record's field actions are read off the versions it changed (written,
 // and before, nil for a new path).
-func (w intent) plan(tokenRecorded bool, written, before *vaultkv.Secret) Plan {
+func (w Record) report(tokenRecorded bool, written, before *vaultkv.Secret) Plan {
 	p := Plan{CAS: w.Version - 1}
 	actions := w.Actions
 	if w.Unlisted && written != nil {
@@ -357,82 +352,9 @@ func unlistedActions(token string, written, before *vaultkv.Secret) map[string][
 
 // rotated says whether the write applied the declared rotation token that
 // the path does not carry yet: its keys are rotated, only the token is left
-// to record (issue 23, item 7: a shard move never rotates twice).
-func (w intent) rotated(declared string, path *vaultkv.Secret) bool {
+// to record: a shard move never rotates twice.
+func (w Record) rotated(declared string, path *vaultkv.Secret) bool {
 	return w.Token != "" && w.Token == declared && path.CustomMetadata[ohmlabv1alpha1.RotationTokenMetadataKey] != declared
-}
-
-// landed finds the path at or past the object's recorded write, and
-// returns that write when it landed and either the object's status does not
-// tell of it (it is then reported as its writer would have: event and
-// metric) or its rotation token is left to record; nil otherwise. It reads
-// the version the write made when someone wrote since, and the version
-// before it, only then. Its keys are not made managed: only a write whose
-// answer the controller saw makes a key one a prune may remove
-// (DESIGN.md, "Provenance").
-func (r *Reconciler) landed(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, path *vaultkv.Secret) (*intent, error) {
-	w, ok := recordedIntent(path.CustomMetadata)
-	if r.ObserveOnly || !ok || !path.Exists || path.Deleted || path.CustomMetadata[ohmlabv1alpha1.OwnerMetadataKey] != seeds.Owner(seed) {
-		return nil, nil
-	}
-	var declared string
-	if seed.Spec.Rotate != nil {
-		declared = seed.Spec.Rotate.Token
-	}
-	if w.Rotated > 0 && w.Rotated <= path.Version && w.rotated(declared, path) {
-		// A writer found the rotation for this token landed and did not
-		// record the token, whether or not its own write did.
-		return &intent{Version: w.Rotated, Token: w.Token}, nil
-	}
-	if w.Void || path.Version < w.Version {
-		return nil, nil
-	}
-	// The write of another object under the same name (deleted and
-	// created again) is not this object's to report; its rotation landed
-	// on the path all the same, and is not made twice. A write whose
-	// status write failed in this process is in unreported: reported.
-	u, pending := r.unreported.Load(client.ObjectKeyFromObject(seed))
-	pending = pending && u.(unreported).uid == seed.UID
-	reported := w.UID != string(seed.UID) || pending || w.reported(seed.Status.Version, r.managed(seed))
-	rotated := w.rotated(declared, path)
-	if reported && !rotated {
-		return nil, nil
-	}
-	log := ctrl.LoggerFrom(ctx).WithValues("path", seed.Spec.Path, "version", w.Version)
-	written, before := path, (*vaultkv.Secret)(nil)
-	var err error
-	if path.Version > w.Version {
-		written, err = r.KV.ReadVersion(ctx, seed.Spec.Path, w.Version)
-	}
-	if err == nil && w.Version > 1 {
-		before, err = r.KV.ReadVersion(ctx, seed.Spec.Path, w.Version-1)
-	}
-	if err != nil {
-		// Not knowing whether a rotation landed must not rotate again.
-		return nil, err
-	}
-	if !readable(written) || w.Version > 1 && !readable(before) {
-		if rotated {
-			log.Info("cannot tell whether the write that rotated for the declared token landed: its versions can no longer be read; the token is recorded, not rotated again")
-			return &w, nil
-		}
-		return nil, nil
-	}
-	if !w.landedIn(written, before) {
-		return nil, nil
-	}
-	// A status cleared after a first write is at the version it was
-	// planned on too: a write is reported late only within one reconcile
-	// of its writer's deadline, when a writer that stopped has been
-	// replaced; after that, it is history.
-	if !reported && w.reportable(time.Now(), r.Timeout) {
-		p := w.plan(path.CustomMetadata[ohmlabv1alpha1.RotationTokenMetadataKey] == w.Token, written, before)
-		r.Metrics.wrote(r.Target, seed.Namespace, seed.Name)
-		r.event(seed, corev1.EventTypeNormal, eventReason(p), "Write", writeNote(p, w.Version))
-		log.Info("an unreported write had landed", "changes", p.Summary())
-		r.notifyDependents(ctx, seed.Spec.Path)
-	}
-	return &w, nil
 }
 
 // readable says whether a version was read with its data.
@@ -445,37 +367,129 @@ func readable(s *vaultkv.Secret) bool {
 // cache lags behind another's during a shard move), and planning from it
 // could undo that write or rotate for an older token.
 func staleCopy(seed *ohmlabv1alpha1.VaultSeed, path *vaultkv.Secret) bool {
-	w, ok := recordedIntent(path.CustomMetadata)
+	w, ok := RecordOn(path.CustomMetadata)
 	return ok && seed.UID != "" && w.UID == string(seed.UID) && w.Generation > seed.Generation
 }
 
-// void marks the record of a write that Vault refused, so that no later
-// version (a person's, made while the controller waits) is taken for it. A
-// write that may have been served (no answer, a conflict another writer
-// may have caused) keeps its record: it is checked when the path is read.
-func (r *Reconciler) void(ctx context.Context, path string, w intent, err error) {
-	if !errors.Is(err, vaultkv.ErrForbidden) && !errors.Is(err, vaultkv.ErrInvalid) {
-		return
-	}
-	// Another writer's record (a second process, during a shard move) may
-	// have replaced this one since: it is left alone.
-	s, rerr := r.KV.Read(ctx, path)
-	if rerr != nil {
-		ctrl.LoggerFrom(ctx).Info("cannot void the record of a refused write; it expires at its deadline", "path", path, "reason", rerr.Error())
-		return
-	}
-	if cur, ok := recordedIntent(s.CustomMetadata); !ok || cur.Version != w.Version || cur.UID != w.UID || cur.Until != w.Until {
-		return
-	}
-	if merr := r.KV.Mark(ctx, path, map[string]string{intentKey(0): asciiJSON(intent{Version: w.Version, UID: w.UID, Token: w.Token, Rotated: w.Rotated, Void: true})}); merr != nil {
-		ctrl.LoggerFrom(ctx).Info("cannot void the record of a refused write; it expires at its deadline", "path", path, "reason", merr.Error())
-	}
-}
-
-// withIntent is the custom_metadata apply merges before p's data write: the
+// MarkWith is the custom_metadata apply merges before p's data write: the
 // plan's own (the owner marker) and the write's record w, in one request.
-func withIntent(p Plan, w intent) map[string]string {
+func (p Plan) MarkWith(w Record) map[string]string {
 	md := w.metadata()
 	maps.Copy(md, p.Mark)
 	return md
+}
+
+// Voids says whether cur, the record a path holds now, is still w: another
+// writer's record (a second process, during a shard move) is never voided.
+func (w Record) Voids(cur Record) bool {
+	return cur.Version == w.Version && cur.UID == w.UID && cur.Until == w.Until
+}
+
+// VoidMetadata is the custom_metadata that voids w, a write Vault refused,
+// so that no later version (a person's, made while the controller waits)
+// is taken for it. It keeps what a successor needs of a rotation.
+func (w Record) VoidMetadata() map[string]string {
+	return map[string]string{intentKey(0): asciiJSON(Record{Version: w.Version, UID: w.UID, Token: w.Token, Rotated: w.Rotated, Void: true})}
+}
+
+// RecordVersions are the versions of the path that tell whether the write
+// record on it landed: the version it names, and the one before (nil for a
+// write that created the path).
+type RecordVersions struct {
+	Written, Before *vaultkv.Secret
+}
+
+// Late is a write of the object that landed and that its writer did not
+// report (it was killed, lost its Lease, or lost the write's answer): the
+// reconcile reports it as its writer would have, with an event and the
+// write metric.
+type Late struct {
+	// Version is the KV version the write made.
+	Version int
+	// Plan holds the write's actions, for the event.
+	Plan Plan
+}
+
+// recordOnPath is the write record on the path when it is one of this
+// object's path (owner marker) that a reconcile checks.
+func (in Input) recordOnPath(path *vaultkv.Secret) (Record, bool) {
+	w, ok := RecordOn(path.CustomMetadata)
+	if !in.CheckRecord || !ok || !path.Exists || path.Deleted || path.CustomMetadata[ohmlabv1alpha1.OwnerMetadataKey] != seeds.Owner(in.Seed) {
+		return Record{}, false
+	}
+	return w, true
+}
+
+// rotationRecorded is the rotation a writer found landed and whose token it
+// did not record, whether or not its own write did: it is not made again.
+func (in Input) rotationRecorded(w Record, path *vaultkv.Secret) (*Record, bool) {
+	if w.Rotated > 0 && w.Rotated <= path.Version && w.rotated(in.declaredToken(), path) {
+		return &Record{Version: w.Rotated, Token: w.Token}, true
+	}
+	return nil, false
+}
+
+// reportedAlready says whether the recorded write needs no report: another
+// object's (one deleted and created again under the same name), one the
+// caller holds unreported, or one status tells of.
+func (in Input) reportedAlready(w Record) bool {
+	return w.UID != string(in.Seed.UID) || in.Unreported || w.reported(in.Seed.Status.Version, in.Managed)
+}
+
+// recordToCheck is the record on the path whose versions Observe reads:
+// one past which the path is, not voided, and either not reported or
+// carrying the declared rotation token the path does not (a rotation is
+// never made twice).
+func (in Input) recordToCheck(path *vaultkv.Secret) (Record, bool) {
+	w, ok := in.recordOnPath(path)
+	if !ok || staleCopy(in.Seed, path) {
+		return Record{}, false
+	}
+	if _, ok := in.rotationRecorded(w, path); ok || w.Void || path.Version < w.Version {
+		return Record{}, false
+	}
+	if in.reportedAlready(w) && !w.rotated(in.declaredToken(), path) {
+		return Record{}, false
+	}
+	return w, true
+}
+
+// landed returns the recorded write of the object when it landed and
+// either status does not tell of it or its rotation token is left to
+// record, nil otherwise; and the write to report late, nil when none. Its
+// keys are not made managed: only a write whose answer the controller saw
+// makes a key one a prune may remove (docs/DESIGN.md, "Provenance").
+func (in Input) landed(o Observed) (*Record, *Late) {
+	w, ok := in.recordOnPath(o.Path)
+	if !ok {
+		return nil, nil
+	}
+	if r, ok := in.rotationRecorded(w, o.Path); ok {
+		return r, nil
+	}
+	if o.Record == nil {
+		return nil, nil
+	}
+	written, before := o.Record.Written, o.Record.Before
+	rotated := w.rotated(in.declaredToken(), o.Path)
+	if !readable(written) || w.Version > 1 && !readable(before) {
+		// Not knowing whether the rotation landed must not rotate again:
+		// the token is recorded.
+		if rotated {
+			return &w, nil
+		}
+		return nil, nil
+	}
+	if !w.landedIn(written, before) {
+		return nil, nil
+	}
+	// A status cleared after a first write is at the version it was
+	// planned on too: a write is reported late only within one reconcile
+	// of its writer's deadline, when a writer that stopped has been
+	// replaced; after that, it is history.
+	var late *Late
+	if !in.reportedAlready(w) && w.reportable(in.Now, in.ReportWithin) {
+		late = &Late{Version: w.Version, Plan: w.report(o.Path.CustomMetadata[ohmlabv1alpha1.RotationTokenMetadataKey] == w.Token, written, before)}
+	}
+	return &w, late
 }

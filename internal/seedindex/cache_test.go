@@ -1,4 +1,4 @@
-package seeds_test
+package seedindex_test
 
 import (
 	"context"
@@ -13,14 +13,14 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
-	"github.com/ohmlab/ohmlab-controller/internal/seeds"
+	"github.com/ohmlab/ohmlab-controller/internal/seedindex"
 	"github.com/ohmlab/ohmlab-controller/test/harness"
 )
 
 // TestIndexFieldsKeysEachValueOnce: on a real cache, the lookups across
 // namespaces find the objects of every namespace by path and by reference,
 // and the indexes hold one key per value, not controller-runtime's two
-// (issue 25: memory at 10,000 objects).
+// (docs/performance.md, memory).
 func TestIndexFieldsKeysEachValueOnce(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -38,7 +38,7 @@ func TestIndexFieldsKeysEachValueOnce(t *testing.T) {
 
 	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{Scheme: cp.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(seeds.IndexFields(ctx, mgr)).To(Succeed())
+	g.Expect(seedindex.IndexFields(ctx, mgr)).To(Succeed())
 	mgrCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(mgrCtx) }()
@@ -58,14 +58,14 @@ func TestIndexFieldsKeysEachValueOnce(t *testing.T) {
 		slices.Sort(out)
 		return out
 	}
-	g.Eventually(func() []string { return names(seeds.IndexPath, src) }, 10*time.Second).To(Equal([]string{"vo/src"}))
-	g.Expect(names(seeds.IndexPath, dep)).To(Equal([]string{"other/dep"}))
-	g.Expect(names(seeds.IndexRefPaths, src)).To(Equal([]string{"other/dep"}), "the dependent in another namespace")
+	g.Eventually(func() []string { return names(seedindex.IndexPath, src) }, 10*time.Second).To(Equal([]string{"vo/src"}))
+	g.Expect(names(seedindex.IndexPath, dep)).To(Equal([]string{"other/dep"}))
+	g.Expect(names(seedindex.IndexRefPaths, src)).To(Equal([]string{"other/dep"}), "the dependent in another namespace")
 
 	informer, err := mgr.GetCache().GetInformer(ctx, &ohmlabv1alpha1.VaultSeed{})
 	g.Expect(err).NotTo(HaveOccurred())
 	indexer := informer.(toolscache.SharedIndexInformer).GetIndexer()
-	for field, want := range map[string]int{seeds.IndexPath: 2, seeds.IndexRefPaths: 1} {
+	for field, want := range map[string]int{seedindex.IndexPath: 2, seedindex.IndexRefPaths: 1} {
 		g.Expect(indexer.ListIndexFuncValues("field:"+field)).To(HaveLen(want), "keys of %s", field)
 	}
 }

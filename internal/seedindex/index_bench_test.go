@@ -1,4 +1,4 @@
-package seeds
+package seedindex
 
 import (
 	"fmt"
