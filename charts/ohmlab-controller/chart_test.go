@@ -730,6 +730,12 @@ func TestWebhookMatchesTheMarker(t *testing.T) {
 	}
 }
 
+// The kinds of the Prometheus Operator the chart renders, as a cluster announces them.
+const (
+	podMonitorKind     = charttest.MonitoringAPI + "/PodMonitor"
+	prometheusRuleKind = charttest.MonitoringAPI + "/PrometheusRule"
+)
+
 func TestMonitoringNeedsTheAPI(t *testing.T) {
 	for _, tt := range []struct {
 		name           string
@@ -747,6 +753,14 @@ func TestMonitoringNeedsTheAPI(t *testing.T) {
 		{name: "PodMonitor off, another scrape's job", values: vaultOn + "metrics: {podMonitor: {enabled: false}, prometheusRule: {job: kubernetes-pods}}\n", apis: []string{charttest.MonitoringAPI}, prometheusRule: true},
 		{name: "PrometheusRule off", values: vaultOn + "metrics: {prometheusRule: {enabled: false}}\n", apis: []string{charttest.MonitoringAPI}, podMonitor: true},
 		{name: "no controller", values: "{}", apis: []string{charttest.MonitoringAPI}},
+		// A live cluster announces each kind (Helm's capabilities list group/version/Kind); one
+		// may have some of the Prometheus Operator's CRDs only, and an object of a kind it does
+		// not serve would fail the whole install.
+		{name: "both kinds served", values: vaultOn, apis: []string{charttest.MonitoringAPI, podMonitorKind, prometheusRuleKind}, podMonitor: true, prometheusRule: true},
+		{name: "only the PodMonitor kind served", values: vaultOn, apis: []string{charttest.MonitoringAPI, podMonitorKind}, podMonitor: true},
+		{name: "only the PrometheusRule kind served", values: vaultOn, apis: []string{charttest.MonitoringAPI, prometheusRuleKind}, noAlertsNote: true},
+		{name: "only the PrometheusRule kind served, another scrape's job", values: vaultOn + "metrics: {prometheusRule: {job: kubernetes-pods}}\n", apis: []string{charttest.MonitoringAPI, prometheusRuleKind}, prometheusRule: true},
+		{name: "another kind of the API only", values: vaultOn, apis: []string{charttest.MonitoringAPI, charttest.MonitoringAPI + "/ServiceMonitor"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			res, err := charttest.Run(charttest.Values(t, tt.values), charttest.Options{APIVersions: tt.apis})
@@ -754,7 +768,7 @@ func TestMonitoringNeedsTheAPI(t *testing.T) {
 				t.Fatal(err)
 			}
 			objs := res.Objects
-			if got := strings.Contains(res.Notes, "No alerts: the PodMonitor is off"); got != tt.noAlertsNote {
+			if got := strings.Contains(res.Notes, "No alerts: "); got != tt.noAlertsNote {
 				t.Errorf("NOTES say there is no alert: %v, want %v:\n%s", got, tt.noAlertsNote, res.Notes)
 			}
 			if got := len(charttest.Filter(objs, "PodMonitor")) == 1; got != tt.podMonitor {

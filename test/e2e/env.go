@@ -169,7 +169,8 @@ func (e *Env) values() map[string]any {
 		"namespaces":     []any{SeedNamespace},
 		"resyncPeriod":   e.opts.Resync.String(),
 		"leaderElection": map[string]any{"leaseDuration": LeaseDuration.String()},
-		"backend":        map[string]any{"address": e.Vault.Addr, "timeout": "2s"},
+		// vault server -dev and the fault proxies listen on loopback in plain HTTP.
+		"backend": map[string]any{"address": e.Vault.Addr, "insecureHTTP": true, "timeout": "2s"},
 	}}}
 	return mergeValues(v, e.opts.Values)
 }

@@ -116,6 +116,43 @@ dict "root" $ "suffix" name (optional).
 {{- $name | trunc 253 | trimSuffix "-" -}}
 {{- end -}}
 
+{{/*
+Seconds of a Go duration (1m30s, 500ms, 1.5h), as the schema's pattern spells it: the sum of its
+parts, as time.ParseDuration adds them.
+*/}}
+{{- define "ohmlab-controller.seconds" -}}
+{{- $units := dict "ns" 1e-9 "us" 1e-6 "µs" 1e-6 "ms" 1e-3 "s" 1.0 "m" 60.0 "h" 3600.0 -}}
+{{- $total := 0.0 -}}
+{{- range $part := regexFindAll "[0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h)" (toString .) -1 -}}
+{{- $number := regexFind "^[0-9]+(\\.[0-9]+)?" $part -}}
+{{- $total = addf $total (mulf ($number | float64) (get $units (trimPrefix $number $part))) -}}
+{{- end -}}
+{{- $total -}}
+{{- end -}}
+
+{{/*
+The Prometheus Operator kinds the cluster serves, as JSON: ["PodMonitor", "PrometheusRule"] or
+a part of it. A cluster announces monitoring.coreos.com/v1/<Kind> for each CRD installed, and a
+cluster may have only some of them (a PodMonitor without PrometheusRule); `helm template
+--api-versions monitoring.coreos.com/v1` names the group version alone, which stands for both.
+*/}}
+{{- define "ohmlab-controller.monitoringKinds" -}}
+{{- $gv := "monitoring.coreos.com/v1" -}}
+{{- $kinds := list -}}
+{{- $announced := list -}}
+{{- range .Capabilities.APIVersions -}}
+{{- if hasPrefix (printf "%s/" $gv) . -}}
+{{- $announced = append $announced (trimPrefix (printf "%s/" $gv) .) -}}
+{{- end -}}
+{{- end -}}
+{{- range $kind := list "PodMonitor" "PrometheusRule" -}}
+{{- if or (has $kind $announced) (and (not $announced) ($.Capabilities.APIVersions.Has $gv)) -}}
+{{- $kinds = append $kinds $kind -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $kinds -}}
+{{- end -}}
+
 {{/* Constants of the process. */}}
 {{- define "ohmlab-controller.configDir" -}}/etc/ohmlab{{- end -}}
 {{- define "ohmlab-controller.webhookCertDir" -}}/tmp/k8s-webhook-server/serving-certs{{- end -}}
@@ -164,6 +201,12 @@ each template that includes it checks the values. Use: include ... | fromJson.
 {{- end -}}
 {{- if and $v.backend.ca.configMap $v.backend.ca.secret -}}
 {{- fail "targets.vault.backend.ca: set configMap or secret, not both." -}}
+{{- end -}}
+{{- /* The controller refuses to start with these under 1s (reconcilers.LoadVaultConfig). */ -}}
+{{- range $key, $d := dict "resyncPeriod" $v.resyncPeriod "leaderElection.leaseDuration" $v.leaderElection.leaseDuration -}}
+{{- if lt (include "ohmlab-controller.seconds" $d | float64) 1.0 -}}
+{{- fail (printf "targets.vault.%s: %s is under 1s: the controller refuses to start with it. Set 1s or more (the default is %s)." $key $d (ternary "10m" "15s" (eq $key "resyncPeriod"))) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- $procs := dict -}}
