@@ -94,7 +94,7 @@ func processObjects(process string, withMonitoring bool) []string {
 		"Certificate/" + ns + "/" + fullname + "-webhook",
 	}
 	for _, w := range watched {
-		keys = append(keys, "Role/"+w+"/"+fullname+"-vault", "RoleBinding/"+w+"/"+fullname+"-vault")
+		keys = append(keys, "Role/"+w+"/"+ns+"-"+fullname+"-vault", "RoleBinding/"+w+"/"+ns+"-"+fullname+"-vault")
 	}
 	if withMonitoring {
 		keys = append(keys, "PodMonitor/"+ns+"/"+fullname, "PrometheusRule/"+ns+"/"+fullname)
@@ -327,9 +327,14 @@ func checkRBAC(t *testing.T, objs []unstructured.Unstructured, sa, leaseNamespac
 		charttest.Convert(t, o, &r)
 		roles[r.Namespace+"/"+r.Name] = r.Rules
 	}
-	want := map[string][]rbacv1.PolicyRule{leaseNamespace + "/" + fullname + "-vault-leader-election": wantLeaseRules}
+	leaseRole := fullname + "-vault-leader-election"
+	if leaseNamespace != ns {
+		leaseRole = ns + "-" + leaseRole
+	}
+	want := map[string][]rbacv1.PolicyRule{leaseNamespace + "/" + leaseRole: wantLeaseRules}
 	for _, w := range watched {
-		want[w+"/"+fullname+"-vault"] = wantObjectRules
+		// Outside the release namespace, named after it too.
+		want[w+"/"+ns+"-"+fullname+"-vault"] = wantObjectRules
 	}
 	if diff := cmp.Diff(want, roles); diff != "" {
 		t.Errorf("Roles (-want +got):\n%s", diff)
@@ -468,7 +473,7 @@ targets:
 	}
 
 	// The Lease Role follows the leader-election namespace.
-	mustFind(t, objs, "Role", "kube-leases", fullname+"-vault-leader-election")
+	mustFind(t, objs, "Role", "kube-leases", ns+"-"+fullname+"-vault-leader-election")
 	// The CA lands where caFile points, the token audience follows the config.
 	var d appsv1.Deployment
 	charttest.Convert(t, mustFind(t, objs, "Deployment", ns, fullname+"-vault"), &d)
@@ -1230,7 +1235,7 @@ func TestReleaseNames(t *testing.T) {
 	mustFind(t, objs, "Deployment", "platform", "ohmlab-ohmlab-controller-vault")
 	mustFind(t, objs, "ServiceAccount", "platform", "ohmlab-ohmlab-controller-vault")
 	var rb rbacv1.RoleBinding
-	charttest.Convert(t, mustFind(t, objs, "RoleBinding", "vault-operator-system", "ohmlab-ohmlab-controller-vault"), &rb)
+	charttest.Convert(t, mustFind(t, objs, "RoleBinding", "vault-operator-system", "platform-ohmlab-ohmlab-controller-vault"), &rb)
 	if rb.Subjects[0].Namespace != "platform" {
 		t.Errorf("subject %+v", rb.Subjects[0])
 	}

@@ -103,6 +103,24 @@ cert-manager
 {{- end -}}
 
 {{/*
+Name of a target's Role and RoleBinding in a namespace: <fullname>-<target>[-<suffix>] in the
+release namespace, and <release namespace>-<fullname>-<target>[-<suffix>] in any other (a watched
+namespace, the leader-election namespace), where another release of the same name may put its own,
+as the cluster-scoped names do. Argument: dict "root" $ "target" name "namespace" ns "suffix" name
+(optional).
+*/}}
+{{- define "ohmlab-controller.roleName" -}}
+{{- $name := include "ohmlab-controller.targetName" (dict "root" .root "target" .target) -}}
+{{- with .suffix -}}
+{{- $name = printf "%s-%s" $name . -}}
+{{- end -}}
+{{- if ne .namespace .root.Release.Namespace -}}
+{{- $name = printf "%s-%s" .root.Release.Namespace $name -}}
+{{- end -}}
+{{- $name | trunc 253 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
 Name of a cluster-scoped object (ValidatingWebhookConfiguration, ClusterRole,
 ClusterRoleBinding): <release namespace>-<fullname>[-<suffix>], so that two releases of one name
 in two namespaces do not collide. Cluster-scoped names may be 253 characters long. Argument:
