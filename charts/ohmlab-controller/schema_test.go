@@ -142,3 +142,43 @@ func TestUnhealthyPodEvictionPolicy(t *testing.T) {
 		}
 	}
 }
+
+// TestPodSpecValuesAreTyped: resources, affinity, tolerations and topologySpreadConstraints are
+// written into the pod spec as they are, so values.schema.json types them by Kubernetes' own
+// schemas (TestValuesSchemaTypesKubernetesObjects): a misspelt key or a wrong shape fails the
+// render, naming the key, instead of being dropped by the API server or refusing the Deployment.
+func TestPodSpecValuesAreTyped(t *testing.T) {
+	tests := []struct {
+		name, values string
+		// want is the error's text; empty: renders.
+		want string
+	}{
+		{name: "resources", values: "resources: {requests: {cpu: 100m, memory: 64Mi}, limits: {memory: 1Gi, cpu: 2}}\n"},
+		{name: "resources with a fractional CPU", values: "resources: {requests: {cpu: 0.5}}\n"},
+		{name: "resources, a misspelt key", values: "resources: {limit: {memory: 1Gi}}\n", want: "at '/resources': additional properties 'limit' not allowed"},
+		{name: "resources, a unit Kubernetes does not know", values: "resources: {limits: {memory: 256MB}}\n", want: "at '/resources/limits/memory'"},
+		{name: "resources, a list for a quantity", values: "resources: {limits: {memory: [1Gi]}}\n", want: "at '/resources/limits/memory'"},
+		{name: "affinity", values: "affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: kubernetes.io/arch, operator: In, values: [amd64]}]}]}}, podAntiAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [{weight: 100, podAffinityTerm: {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: x}}}}]}}\n"},
+		{name: "affinity, a misspelt key", values: "affinity: {nodeAfinity: {}}\n", want: "at '/affinity': additional properties 'nodeAfinity' not allowed"},
+		{name: "affinity, an unknown operator", values: "affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: a, operator: Equals, values: [b]}]}]}}}\n", want: "operator"},
+		{name: "affinity, a term without its topologyKey", values: "affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{labelSelector: {matchLabels: {app: x}}}]}}\n", want: "topologyKey"},
+		{name: "tolerations", values: "tolerations: [{key: dedicated, operator: Equal, value: platform, effect: NoSchedule}]\n"},
+		{name: "tolerations, a misspelt key", values: "tolerations: [{key: dedicated, effects: NoSchedule}]\n", want: "at '/tolerations/0': additional properties 'effects' not allowed"},
+		{name: "topologySpreadConstraints", values: "topologySpreadConstraints: [{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: x}}}]\n"},
+		{name: "topologySpreadConstraints, none", values: "topologySpreadConstraints: []\n"},
+		{name: "topologySpreadConstraints, without maxSkew", values: "topologySpreadConstraints: [{topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule}]\n", want: "maxSkew"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := charttest.RenderE(charttest.Values(t, vaultOn+tt.values), charttest.Options{})
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatal(err)
+			case tt.want != "" && err == nil:
+				t.Fatalf("rendered, want an error with %q", tt.want)
+			case tt.want != "" && !strings.Contains(err.Error(), tt.want):
+				t.Fatalf("error %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
