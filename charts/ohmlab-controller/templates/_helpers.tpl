@@ -223,7 +223,7 @@ each template that includes it checks the values. Use: include ... | fromJson.
 {{- /* The controller refuses to start with these under 1s (reconcilers.LoadVaultConfig). */ -}}
 {{- range $key, $d := dict "resyncPeriod" $v.resyncPeriod "leaderElection.leaseDuration" $v.leaderElection.leaseDuration -}}
 {{- if lt (include "ohmlab-controller.seconds" $d | float64) 1.0 -}}
-{{- fail (printf "targets.vault.%s: %s is under 1s: the controller refuses to start with it. Set 1s or more (the default is %s)." $key $d (ternary "10m" "15s" (eq $key "resyncPeriod"))) -}}
+{{- fail (printf "targets.vault.%s: %s is under 1s: the controller refuses to start with it. Set 1s or more." $key $d) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
