@@ -104,6 +104,12 @@ func Run(values map[string]any, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parsing kube version %q: %w", opts.KubeVersion, err)
 	}
+	// Helm's own check and message (action.Configuration.renderResources), so that a render
+	// here refuses the Kubernetes versions `helm template --kube-version` and `helm install`
+	// refuse.
+	if want := chrt.Metadata.KubeVersion; want != "" && !chartutil.IsCompatibleRange(want, kv.String()) {
+		return nil, fmt.Errorf("chart requires kubeVersion: %s which is incompatible with Kubernetes %s", want, kv.String())
+	}
 	caps := chartutil.DefaultCapabilities.Copy()
 	caps.KubeVersion = *kv
 	caps.APIVersions = append(slices.Clone(caps.APIVersions), opts.APIVersions...)

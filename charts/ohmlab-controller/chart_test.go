@@ -94,7 +94,7 @@ func processObjects(process string, withMonitoring bool) []string {
 		"Certificate/" + ns + "/" + fullname + "-webhook",
 	}
 	for _, w := range watched {
-		keys = append(keys, "Role/"+w+"/"+fullname+"-vault", "RoleBinding/"+w+"/"+fullname+"-vault")
+		keys = append(keys, "Role/"+w+"/"+ns+"-"+fullname+"-vault", "RoleBinding/"+w+"/"+ns+"-"+fullname+"-vault")
 	}
 	if withMonitoring {
 		keys = append(keys, "PodMonitor/"+ns+"/"+fullname, "PrometheusRule/"+ns+"/"+fullname)
@@ -327,9 +327,14 @@ func checkRBAC(t *testing.T, objs []unstructured.Unstructured, sa, leaseNamespac
 		charttest.Convert(t, o, &r)
 		roles[r.Namespace+"/"+r.Name] = r.Rules
 	}
-	want := map[string][]rbacv1.PolicyRule{leaseNamespace + "/" + fullname + "-vault-leader-election": wantLeaseRules}
+	leaseRole := fullname + "-vault-leader-election"
+	if leaseNamespace != ns {
+		leaseRole = ns + "-" + leaseRole
+	}
+	want := map[string][]rbacv1.PolicyRule{leaseNamespace + "/" + leaseRole: wantLeaseRules}
 	for _, w := range watched {
-		want[w+"/"+fullname+"-vault"] = wantObjectRules
+		// Outside the release namespace, named after it too.
+		want[w+"/"+ns+"-"+fullname+"-vault"] = wantObjectRules
 	}
 	if diff := cmp.Diff(want, roles); diff != "" {
 		t.Errorf("Roles (-want +got):\n%s", diff)
@@ -468,7 +473,7 @@ targets:
 	}
 
 	// The Lease Role follows the leader-election namespace.
-	mustFind(t, objs, "Role", "kube-leases", fullname+"-vault-leader-election")
+	mustFind(t, objs, "Role", "kube-leases", ns+"-"+fullname+"-vault-leader-election")
 	// The CA lands where caFile points, the token audience follows the config.
 	var d appsv1.Deployment
 	charttest.Convert(t, mustFind(t, objs, "Deployment", ns, fullname+"-vault"), &d)
@@ -730,6 +735,12 @@ func TestWebhookMatchesTheMarker(t *testing.T) {
 	}
 }
 
+// The kinds of the Prometheus Operator the chart renders, as a cluster announces them.
+const (
+	podMonitorKind     = charttest.MonitoringAPI + "/PodMonitor"
+	prometheusRuleKind = charttest.MonitoringAPI + "/PrometheusRule"
+)
+
 func TestMonitoringNeedsTheAPI(t *testing.T) {
 	for _, tt := range []struct {
 		name           string
@@ -747,6 +758,14 @@ func TestMonitoringNeedsTheAPI(t *testing.T) {
 		{name: "PodMonitor off, another scrape's job", values: vaultOn + "metrics: {podMonitor: {enabled: false}, prometheusRule: {job: kubernetes-pods}}\n", apis: []string{charttest.MonitoringAPI}, prometheusRule: true},
 		{name: "PrometheusRule off", values: vaultOn + "metrics: {prometheusRule: {enabled: false}}\n", apis: []string{charttest.MonitoringAPI}, podMonitor: true},
 		{name: "no controller", values: "{}", apis: []string{charttest.MonitoringAPI}},
+		// A live cluster announces each kind (Helm's capabilities list group/version/Kind); one
+		// may have some of the Prometheus Operator's CRDs only, and an object of a kind it does
+		// not serve would fail the whole install.
+		{name: "both kinds served", values: vaultOn, apis: []string{charttest.MonitoringAPI, podMonitorKind, prometheusRuleKind}, podMonitor: true, prometheusRule: true},
+		{name: "only the PodMonitor kind served", values: vaultOn, apis: []string{charttest.MonitoringAPI, podMonitorKind}, podMonitor: true},
+		{name: "only the PrometheusRule kind served", values: vaultOn, apis: []string{charttest.MonitoringAPI, prometheusRuleKind}, noAlertsNote: true},
+		{name: "only the PrometheusRule kind served, another scrape's job", values: vaultOn + "metrics: {prometheusRule: {job: kubernetes-pods}}\n", apis: []string{charttest.MonitoringAPI, prometheusRuleKind}, prometheusRule: true},
+		{name: "another kind of the API only", values: vaultOn, apis: []string{charttest.MonitoringAPI, charttest.MonitoringAPI + "/ServiceMonitor"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			res, err := charttest.Run(charttest.Values(t, tt.values), charttest.Options{APIVersions: tt.apis})
@@ -754,7 +773,7 @@ func TestMonitoringNeedsTheAPI(t *testing.T) {
 				t.Fatal(err)
 			}
 			objs := res.Objects
-			if got := strings.Contains(res.Notes, "No alerts: the PodMonitor is off"); got != tt.noAlertsNote {
+			if got := strings.Contains(res.Notes, "No alerts: "); got != tt.noAlertsNote {
 				t.Errorf("NOTES say there is no alert: %v, want %v:\n%s", got, tt.noAlertsNote, res.Notes)
 			}
 			if got := len(charttest.Filter(objs, "PodMonitor")) == 1; got != tt.podMonitor {
@@ -1216,7 +1235,7 @@ func TestReleaseNames(t *testing.T) {
 	mustFind(t, objs, "Deployment", "platform", "ohmlab-ohmlab-controller-vault")
 	mustFind(t, objs, "ServiceAccount", "platform", "ohmlab-ohmlab-controller-vault")
 	var rb rbacv1.RoleBinding
-	charttest.Convert(t, mustFind(t, objs, "RoleBinding", "vault-operator-system", "ohmlab-ohmlab-controller-vault"), &rb)
+	charttest.Convert(t, mustFind(t, objs, "RoleBinding", "vault-operator-system", "platform-ohmlab-ohmlab-controller-vault"), &rb)
 	if rb.Subjects[0].Namespace != "platform" {
 		t.Errorf("subject %+v", rb.Subjects[0])
 	}

@@ -114,7 +114,8 @@ func ChartValues(image, vaultAddr string) (map[string]any, error) {
 		"targets": map[string]any{"vault": map[string]any{
 			"enabled":    true,
 			"namespaces": []any{SeedNamespace},
-			"backend":    map[string]any{"address": vaultAddr, "timeout": "5s"},
+			// The dev server on the node's address speaks plain HTTP.
+			"backend": map[string]any{"address": vaultAddr, "insecureHTTP": true, "timeout": "5s"},
 		}},
 	}, nil
 }

@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
 	"path/filepath"
@@ -70,11 +71,25 @@ type ShardFacts struct {
 // would (server-side apply, in Helm's order) and reads the facts the
 // controller's process needs.
 func (e *Env) installChart(ctx context.Context) error {
-	objs, err := charttest.RenderE(e.values(), charttest.Options{Namespace: ControllerNamespace})
+	values := e.values()
+	renderOpts := charttest.Options{Namespace: ControllerNamespace}
+	if e.opts.OwnCertificate {
+		if e.opts.CertManager != nil {
+			return errors.New("the environment's options OwnCertificate and CertManager exclude each other")
+		}
+		own, err := e.storeOwnCertificate(ctx, values)
+		if err != nil {
+			return err
+		}
+		values = mergeValues(values, own)
+		// As on a cluster without cert-manager: the chart must take the user's certificate.
+		renderOpts.WithoutCertManager = true
+	}
+	objs, err := charttest.RenderE(values, renderOpts)
 	if err != nil {
 		return fmt.Errorf("rendering the chart: %w", err)
 	}
-	if e.Chart, err = readFacts(objs); err != nil {
+	if e.Chart, err = readFacts(objs, e.opts.OwnCertificate); err != nil {
 		return err
 	}
 	if e.opts.CertManager == nil {
@@ -98,10 +113,131 @@ func (e *Env) installChart(ctx context.Context) error {
 		return err
 	}
 	e.WebhookService = fmt.Sprintf("%s:%d", svc.Spec.ClusterIP, svc.Spec.Ports[0].Port)
-	if e.opts.CertManager == nil {
+	if e.opts.CertManager == nil && !e.opts.OwnCertificate {
 		return e.issueServingCertificate(ctx)
 	}
 	return nil
+}
+
+// OwnCertificateSecret is the Secret of the serving certificate the
+// environment brings with Options.OwnCertificate.
+const OwnCertificateSecret = "platform-webhook-tls"
+
+// storeOwnCertificate does what a user who brings the webhook's serving
+// certificate does before installing the chart: a CA of their own signs a
+// certificate for the webhook Service's name, stored in a kubernetes.io/tls
+// Secret of the release namespace. It returns the values that name the
+// Secret and carry the CA (webhook.certificate).
+func (e *Env) storeOwnCertificate(ctx context.Context, values map[string]any) (map[string]any, error) {
+	// The Service's name, from a render as the chart would be installed.
+	objs, err := charttest.RenderE(values, charttest.Options{Namespace: ControllerNamespace})
+	if err != nil {
+		return nil, fmt.Errorf("rendering the chart: %w", err)
+	}
+	services := charttest.Filter(objs, "Service")
+	if len(services) != 1 {
+		return nil, fmt.Errorf("the chart renders %d Services, want the webhook's", len(services))
+	}
+	svc := services[0].GetName() + "." + ControllerNamespace + ".svc"
+	if e.ownCA, err = newCertAuthority("ohmlab-e2e-own-ca"); err != nil {
+		return nil, err
+	}
+	e.ownDNSNames = []string{svc, svc + ".cluster.local"}
+	if err := e.CP.EnsureNamespace(ctx, ControllerNamespace); err != nil {
+		return nil, err
+	}
+	crt, key, err := e.ownCA.issue(e.ownDNSNames)
+	if err != nil {
+		return nil, err
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ControllerNamespace, Name: OwnCertificateSecret},
+		Type:       corev1.SecretTypeTLS,
+		Data:       map[string][]byte{"tls.crt": crt, "tls.key": key},
+	}
+	if err := e.CP.Client.Create(ctx, secret); err != nil {
+		return nil, fmt.Errorf("storing the serving certificate: %w", err)
+	}
+	return map[string]any{"webhook": map[string]any{"certificate": map[string]any{
+		"secretName": OwnCertificateSecret, "caBundle": string(e.ownCA.pem),
+	}}}, nil
+}
+
+// RenewOwnCertificate replaces the certificate of Options.OwnCertificate
+// with a new one from the same CA, as its owner renews it, and returns the
+// new certificate (PEM).
+func (e *Env) RenewOwnCertificate(ctx context.Context) ([]byte, error) {
+	if e.ownCA == nil {
+		return nil, errors.New("the environment brings no serving certificate of its own (Options.OwnCertificate)")
+	}
+	crt, key, err := e.ownCA.issue(e.ownDNSNames)
+	if err != nil {
+		return nil, err
+	}
+	secret := &corev1.Secret{}
+	if err := e.CP.Client.Get(ctx, client.ObjectKey{Namespace: ControllerNamespace, Name: OwnCertificateSecret}, secret); err != nil {
+		return nil, err
+	}
+	secret.Data = map[string][]byte{"tls.crt": crt, "tls.key": key}
+	if err := e.CP.Client.Update(ctx, secret); err != nil {
+		return nil, fmt.Errorf("renewing the serving certificate: %w", err)
+	}
+	return crt, nil
+}
+
+// certAuthority signs serving certificates for a run.
+type certAuthority struct {
+	cert   *x509.Certificate
+	key    *ecdsa.PrivateKey
+	pem    []byte
+	serial int64
+}
+
+func newCertAuthority(name string) (*certAuthority, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
+		NotBefore: now.Add(-time.Minute), NotAfter: now.Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	return &certAuthority{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), serial: 1}, nil
+}
+
+// issue signs a serving certificate for dnsNames, with a serial of its own;
+// it returns the certificate and its key (PEM).
+func (ca *certAuthority) issue(dnsNames []string) (crtPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	ca.serial++
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(ca.serial), Subject: pkix.Name{CommonName: dnsNames[0]}, DNSNames: dnsNames,
+		NotBefore: now.Add(-time.Minute), NotAfter: now.Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		return nil, nil, err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
 }
 
 // apply server-side applies one object as the admin, like Helm.
@@ -112,7 +248,9 @@ func (e *Env) apply(ctx context.Context, o *Object) error {
 	return nil
 }
 
-func readFacts(objs []Object) (ChartFacts, error) {
+// readFacts reads the facts from the rendered objects; ownCertificate: the
+// chart was given the webhook's serving certificate (no Certificate renders).
+func readFacts(objs []Object, ownCertificate bool) (ChartFacts, error) {
 	var f ChartFacts
 	var deps []appsv1.Deployment
 	for _, o := range charttest.Filter(objs, "Deployment") {
@@ -177,7 +315,7 @@ func readFacts(objs []Object) (ChartFacts, error) {
 			f.DNSNames, _, _ = unstructured.NestedStringSlice(c.Object, "spec", "dnsNames")
 		}
 	}
-	if len(f.DNSNames) == 0 {
+	if len(f.DNSNames) == 0 && !ownCertificate {
 		return f, fmt.Errorf("the chart renders no Certificate for the webhook Secret %s", f.WebhookSecret)
 	}
 	for shard, sf := range f.Shards {
@@ -209,50 +347,19 @@ func readFacts(objs []Object) (ChartFacts, error) {
 // tls.key, ca.crt), and the CA becomes the webhook configuration's
 // caBundle.
 func (e *Env) issueServingCertificate(ctx context.Context) error {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := newCertAuthority("ohmlab-e2e-ca")
 	if err != nil {
 		return err
 	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "ohmlab-e2e-ca"},
-		NotBefore: now.Add(-time.Minute), NotAfter: now.Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	crt, key, err := ca.issue(e.Chart.DNSNames)
 	if err != nil {
 		return err
 	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return err
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return err
-	}
-	leafTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: e.Chart.DNSNames[0]}, DNSNames: e.Chart.DNSNames,
-		NotBefore: now.Add(-time.Minute), NotAfter: now.Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		return err
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return err
-	}
-	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
+	caPEM := ca.pem
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ControllerNamespace, Name: e.Chart.WebhookSecret},
 		Type:       corev1.SecretTypeTLS,
-		Data: map[string][]byte{
-			"tls.crt": pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER}),
-			"tls.key": pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
-			"ca.crt":  caPEM,
-		},
+		Data:       map[string][]byte{"tls.crt": crt, "tls.key": key, "ca.crt": caPEM},
 	}
 	if err := e.CP.Client.Create(ctx, secret); err != nil {
 		return fmt.Errorf("storing the serving certificate: %w", err)

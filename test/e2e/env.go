@@ -74,6 +74,13 @@ type Options struct {
 	// for the Certificate's dnsNames into its Secret, and the CA is written
 	// into the webhook configuration's caBundle, as cainjector would.
 	CertManager func(ctx context.Context, cp *harness.ControlPlane) error
+	// OwnCertificate brings the webhook's serving certificate as a user
+	// without cert-manager does: before the chart is installed, a CA of the
+	// run signs a certificate for the webhook Service's name into the
+	// kubernetes.io/tls Secret OwnCertificateSecret, and the chart is
+	// rendered without cert-manager's API, with
+	// webhook.certificate.secretName and caBundle. Not with CertManager.
+	OwnCertificate bool
 	// Vault, when set, is configured and used instead of a dev server (for
 	// example the Vault of a harness.FileVault); Stop stops it. The
 	// controller's address stays Vault.Addr unless Values set
@@ -106,6 +113,10 @@ type Env struct {
 	// CertDir holds the webhook Secret's tls.crt and tls.key, kept in step
 	// with the Secret as the kubelet does for a secret volume.
 	CertDir string
+
+	// ownCA and ownDNSNames issue the certificate of Options.OwnCertificate.
+	ownCA       *certAuthority
+	ownDNSNames []string
 
 	cancel  context.CancelFunc
 	bg      sync.WaitGroup
@@ -169,7 +180,8 @@ func (e *Env) values() map[string]any {
 		"namespaces":     []any{SeedNamespace},
 		"resyncPeriod":   e.opts.Resync.String(),
 		"leaderElection": map[string]any{"leaseDuration": LeaseDuration.String()},
-		"backend":        map[string]any{"address": e.Vault.Addr, "timeout": "2s"},
+		// vault server -dev and the fault proxies listen on loopback in plain HTTP.
+		"backend": map[string]any{"address": e.Vault.Addr, "insecureHTTP": true, "timeout": "2s"},
 	}}}
 	return mergeValues(v, e.opts.Values)
 }

@@ -153,11 +153,11 @@ func TestRBACIsMinimal(t *testing.T) {
 
 	// Which behaviour each verb is needed for, by Role (release-relative name) and rule.
 	want := map[string]string{
-		"Role/vault-operator-system/ohmlab-controller-vault vaultseeds.ohmlab.fr list":                                                    "its cache syncs (/readyz)",
-		"Role/vault-operator-system/ohmlab-controller-vault vaultseeds.ohmlab.fr watch":                                                   "none of its Kubernetes API requests is refused (rest_client_requests_total)",
-		"Role/vault-operator-system/ohmlab-controller-vault vaultseeds.ohmlab.fr patch":                                                   "it removes a finalizer a VaultSeed no longer needs (allowDelete off)",
-		"Role/vault-operator-system/ohmlab-controller-vault vaultseeds/status.ohmlab.fr patch":                                            "a VaultSeed becomes Ready (status)",
-		"Role/vault-operator-system/ohmlab-controller-vault events.events.k8s.io create":                                                  "it records an Event on the VaultSeed",
+		"Role/vault-operator-system/ohmlab-system-ohmlab-controller-vault vaultseeds.ohmlab.fr list":                                      "its cache syncs (/readyz)",
+		"Role/vault-operator-system/ohmlab-system-ohmlab-controller-vault vaultseeds.ohmlab.fr watch":                                     "none of its Kubernetes API requests is refused (rest_client_requests_total)",
+		"Role/vault-operator-system/ohmlab-system-ohmlab-controller-vault vaultseeds.ohmlab.fr patch":                                     "it removes a finalizer a VaultSeed no longer needs (allowDelete off)",
+		"Role/vault-operator-system/ohmlab-system-ohmlab-controller-vault vaultseeds/status.ohmlab.fr patch":                              "a VaultSeed becomes Ready (status)",
+		"Role/vault-operator-system/ohmlab-system-ohmlab-controller-vault events.events.k8s.io create":                                    "it records an Event on the VaultSeed",
 		"Role/ohmlab-system/ohmlab-controller-vault-leader-election leases.coordination.k8s.io[ohmlab-controller-vault] get":              "it acquires its Lease",
 		"Role/ohmlab-system/ohmlab-controller-vault-leader-election leases.coordination.k8s.io[ohmlab-controller-vault] update":           "it renews its Lease",
 		"Role/ohmlab-system/ohmlab-controller-vault-leader-election leases.coordination.k8s.io create":                                    "it acquires its Lease",

@@ -103,6 +103,24 @@ cert-manager
 {{- end -}}
 
 {{/*
+Name of a target's Role and RoleBinding in a namespace: <fullname>-<target>[-<suffix>] in the
+release namespace, and <release namespace>-<fullname>-<target>[-<suffix>] in any other (a watched
+namespace, the leader-election namespace), where another release of the same name may put its own,
+as the cluster-scoped names do. Argument: dict "root" $ "target" name "namespace" ns "suffix" name
+(optional).
+*/}}
+{{- define "ohmlab-controller.roleName" -}}
+{{- $name := include "ohmlab-controller.targetName" (dict "root" .root "target" .target) -}}
+{{- with .suffix -}}
+{{- $name = printf "%s-%s" $name . -}}
+{{- end -}}
+{{- if ne .namespace .root.Release.Namespace -}}
+{{- $name = printf "%s-%s" .root.Release.Namespace $name -}}
+{{- end -}}
+{{- $name | trunc 253 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
 Name of a cluster-scoped object (ValidatingWebhookConfiguration, ClusterRole,
 ClusterRoleBinding): <release namespace>-<fullname>[-<suffix>], so that two releases of one name
 in two namespaces do not collide. Cluster-scoped names may be 253 characters long. Argument:
@@ -114,6 +132,43 @@ dict "root" $ "suffix" name (optional).
 {{- $name = printf "%s-%s" $name . -}}
 {{- end -}}
 {{- $name | trunc 253 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+Seconds of a Go duration (1m30s, 500ms, 1.5h), as the schema's pattern spells it: the sum of its
+parts, as time.ParseDuration adds them.
+*/}}
+{{- define "ohmlab-controller.seconds" -}}
+{{- $units := dict "ns" 1e-9 "us" 1e-6 "µs" 1e-6 "ms" 1e-3 "s" 1.0 "m" 60.0 "h" 3600.0 -}}
+{{- $total := 0.0 -}}
+{{- range $part := regexFindAll "[0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h)" (toString .) -1 -}}
+{{- $number := regexFind "^[0-9]+(\\.[0-9]+)?" $part -}}
+{{- $total = addf $total (mulf ($number | float64) (get $units (trimPrefix $number $part))) -}}
+{{- end -}}
+{{- $total -}}
+{{- end -}}
+
+{{/*
+The Prometheus Operator kinds the cluster serves, as JSON: ["PodMonitor", "PrometheusRule"] or
+a part of it. A cluster announces monitoring.coreos.com/v1/<Kind> for each CRD installed, and a
+cluster may have only some of them (a PodMonitor without PrometheusRule); `helm template
+--api-versions monitoring.coreos.com/v1` names the group version alone, which stands for both.
+*/}}
+{{- define "ohmlab-controller.monitoringKinds" -}}
+{{- $gv := "monitoring.coreos.com/v1" -}}
+{{- $kinds := list -}}
+{{- $announced := list -}}
+{{- range .Capabilities.APIVersions -}}
+{{- if hasPrefix (printf "%s/" $gv) . -}}
+{{- $announced = append $announced (trimPrefix (printf "%s/" $gv) .) -}}
+{{- end -}}
+{{- end -}}
+{{- range $kind := list "PodMonitor" "PrometheusRule" -}}
+{{- if or (has $kind $announced) (and (not $announced) ($.Capabilities.APIVersions.Has $gv)) -}}
+{{- $kinds = append $kinds $kind -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $kinds -}}
 {{- end -}}
 
 {{/* Constants of the process. */}}
@@ -164,6 +219,12 @@ each template that includes it checks the values. Use: include ... | fromJson.
 {{- end -}}
 {{- if and $v.backend.ca.configMap $v.backend.ca.secret -}}
 {{- fail "targets.vault.backend.ca: set configMap or secret, not both." -}}
+{{- end -}}
+{{- /* The controller refuses to start with these under 1s (reconcilers.LoadVaultConfig). */ -}}
+{{- range $key, $d := dict "resyncPeriod" $v.resyncPeriod "leaderElection.leaseDuration" $v.leaderElection.leaseDuration -}}
+{{- if lt (include "ohmlab-controller.seconds" $d | float64) 1.0 -}}
+{{- fail (printf "targets.vault.%s: %s is under 1s: the controller refuses to start with it. Set 1s or more." $key $d) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- $procs := dict -}}
