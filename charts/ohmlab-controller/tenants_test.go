@@ -22,7 +22,6 @@ import (
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
 	"github.com/ohmlab/ohmlab-controller/charts/charttest"
 	"github.com/ohmlab/ohmlab-controller/internal/tenancy"
-	"github.com/ohmlab/ohmlab-controller/templating"
 	"github.com/ohmlab/ohmlab-controller/test/harness"
 )
 
@@ -182,8 +181,12 @@ func TestTenantAdmissionPolicy(t *testing.T) {
 		return cp.Client.Create(ctx, tenantSeed("team-a", "probe", "ohmlab/platforms/production/core/probe"), client.DryRunAll)
 	}, time.Minute, 200*time.Millisecond).Should(MatchError(ContainSubstring("denied request")))
 
-	pathScope := "spec.path: must be a path under ohmlab/tenants/team-a/, this namespace's prefix (" + templating.PathRule + "); a tenant's object cannot choose another"
-	deleteScope := "spec.deletionPolicy: Delete is not allowed in tenant namespaces (the controller's chart leaves targets.vault.tenants.allowDelete false): use Retain"
+	// The policy says what internal/tenancy's check says, in its words.
+	cfg := processConfig(t, objs, "vault")["vault"].Tenants
+	refused := tenancy.Check(cfg, "team-a", tenancy.Object{Path: "elsewhere/x", DeletionPolicy: "Delete"}).Problems
+	g.Expect(refused).To(HaveLen(2))
+	deleteScope, pathScope := refused[0].String(), refused[1].String()
+	g.Expect(pathScope).To(HavePrefix("spec.path: must be a path under ohmlab/tenants/team-a/"))
 	tests := []struct {
 		name, namespace, path string
 		deletionPolicy        ohmlabv1alpha1.DeletionPolicy
