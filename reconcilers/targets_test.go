@@ -51,6 +51,10 @@ func TestLoadVaultConfig(t *testing.T) {
 	full.Namespaces = []string{"vault-operator-system"}
 	full.Backend.Address = "https://vault:8200"
 	full.ResyncPeriod.Duration = 15 * time.Second
+	withTenants := full
+	withTenants.Tenants.Enabled = true
+	withTenants.Tenants.Namespaces = []string{"team-a", "team-b"}
+	withTenants.Tenants.SharedSources = []string{"ohmlab/shared/public/"}
 	tests := []struct {
 		name    string
 		section string
@@ -62,6 +66,17 @@ func TestLoadVaultConfig(t *testing.T) {
 			section: "namespaces: [vault-operator-system]\nresyncPeriod: 15s\nbackend:\n  address: https://vault:8200\n",
 			want:    &full,
 		},
+		{
+			name:    "tenants: the defaults fill what is not said",
+			section: "namespaces: [vault-operator-system]\nresyncPeriod: 15s\nbackend:\n  address: https://vault:8200\ntenants:\n  enabled: true\n  namespaces: [team-a, team-b]\n  sharedSources: [ohmlab/shared/public/]\n",
+			want:    &withTenants,
+		},
+		{name: "tenants: a namespace also a platform one", section: "namespaces: [a]\nbackend: {address: x}\ntenants: {enabled: true, namespaces: [a]}\n",
+			wantErr: `targets.vault.tenants.namespaces[0]: "a" is also in targets.vault.namespaces`},
+		{name: "tenants: a bad prefix", section: "namespaces: [a]\nbackend: {address: x}\ntenants: {enabled: true, namespaces: [b], prefix: \"ohmlab/tenants/\"}\n",
+			wantErr: `targets.vault.tenants.prefix: "ohmlab/tenants/" must be <mount>/.../{namespace}/`},
+		{name: "tenants: unknown field", section: "namespaces: [a]\nbackend: {address: x}\ntenants: {enabled: true, namespaces: [b], vaultRole: x}\n",
+			wantErr: `unknown field "vaultRole"`},
 		{name: "namespaces are required", section: "backend: {address: x}\n", wantErr: "targets.vault.namespaces: required"},
 		{name: "address is required", section: "namespaces: [a]\n", wantErr: "targets.vault.backend.address: required"},
 		{name: "unknown field", section: "namespaces: [a]\nbackend: {address: x}\nwatchAll: true\n", wantErr: `unknown field "watchAll"`},
@@ -144,4 +159,15 @@ func TestLeaseNamespaceRequired(t *testing.T) {
 	cfg.Namespaces, cfg.Backend.Address, cfg.LeaderElection.Namespace = []string{"a"}, "http://127.0.0.1:1", ""
 	_, err := cfg.NewManager(context.Background(), Process{Logger: logr.Discard(), LeaderElection: true})
 	wantError(t, err, "vault: the Lease ohmlab-controller-vault needs a namespace: set targets.vault.leaderElection.namespace in the config (or POD_NAMESPACE), or run with --leader-elect=false")
+}
+
+// TestTenantsRefuseToStart: until the reconciler logs in per tenant, a
+// process with tenants on stops at start, rather than reconcile a tenant's
+// objects under the controller's own Vault identity.
+func TestTenantsRefuseToStart(t *testing.T) {
+	cfg := DefaultVaultConfig()
+	cfg.Namespaces, cfg.Backend.Address = []string{"a"}, "http://127.0.0.1:1"
+	cfg.Tenants.Enabled, cfg.Tenants.Namespaces = true, []string{"team-a"}
+	_, err := cfg.NewManager(context.Background(), Process{Logger: logr.Discard()})
+	wantError(t, err, "vault: targets.vault.tenants.enabled: this build cannot reconcile tenant namespaces yet")
 }

@@ -23,6 +23,7 @@ import (
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
 	"github.com/ohmlab/ohmlab-controller/internal/seedindex"
+	"github.com/ohmlab/ohmlab-controller/internal/tenancy"
 	"github.com/ohmlab/ohmlab-controller/reconcilers/vaultseed"
 	"github.com/ohmlab/ohmlab-controller/templating"
 	"github.com/ohmlab/ohmlab-controller/vaultkv"
@@ -59,6 +60,9 @@ type VaultConfig struct {
 	LeaderElection LeaderElection `json:"leaderElection"`
 	// Backend is how to reach and log in to Vault.
 	Backend VaultBackend `json:"backend"`
+	// Tenants are the namespaces of application teams, each under its own
+	// prefix and its own Vault identity (off by default).
+	Tenants tenancy.Config `json:"tenants"`
 }
 
 // LeaderElection configures a target's Lease, ohmlab-controller-<target>
@@ -135,6 +139,7 @@ func DefaultVaultConfig() VaultConfig {
 				TokenFile: "/var/run/secrets/ohmlab/vault/token",
 			},
 		},
+		Tenants: tenancy.DefaultConfig(),
 	}
 }
 
@@ -175,6 +180,7 @@ func LoadVaultConfig(section []byte) (VaultConfig, error) {
 	default:
 		check(false, "backend.auth.method: %q is not kubernetes or token", cfg.Backend.Auth.Method)
 	}
+	errs = append(errs, cfg.Tenants.Validate(cfg.Namespaces)...)
 	if len(errs) > 0 {
 		return cfg, errors.New("config: " + strings.Join(errs, "; "))
 	}
@@ -200,6 +206,12 @@ func (cfg VaultConfig) NewManager(ctx context.Context, p Process) (manager.Manag
 			return nil, fmt.Errorf("--shard: %w", err)
 		}
 		cfg.Shard = p.Shard
+	}
+	if cfg.Tenants.Enabled {
+		// The reconciler would take the tenants' objects from the cache and
+		// write them under the controller's own Vault identity: refuse to
+		// start until it logs in per tenant.
+		return nil, errors.New("vault: targets.vault.tenants.enabled: this build cannot reconcile tenant namespaces yet (each needs its own Vault login, which the reconciler does not do): set it to false")
 	}
 	if cfg.Shard != "" && p.Webhook != nil {
 		return nil, fmt.Errorf("vault: shard %q: a shard's process cannot serve the admission webhook: its cache holds only the shard's VaultSeeds, and the webhook's analysis (duplicate paths, reference cycles) must see every one; run it with --webhook-port=0 and let the process without a shard serve the webhook", cfg.Shard)
@@ -275,7 +287,7 @@ func (cfg VaultConfig) NewManager(ctx context.Context, p Process) (manager.Manag
 		return nil, fmt.Errorf("vault: %w", err)
 	}
 	if p.Webhook != nil {
-		if err := webhooks.SetupWithManager(mgr, cfg.Namespaces, webhooks.AllowDelete(cfg.AllowDelete), webhooks.Shards(cfg.Shards)); err != nil {
+		if err := webhooks.SetupWithManager(mgr, cfg.Namespaces, webhooks.AllowDelete(cfg.AllowDelete), webhooks.Shards(cfg.Shards), webhooks.Tenants(cfg.Tenants)); err != nil {
 			return nil, fmt.Errorf("vault: %w", err)
 		}
 	}
@@ -299,6 +311,11 @@ func (cfg VaultConfig) cacheOptions(selector labels.Selector, webhook bool) cach
 	namespaces := map[string]cache.Config{}
 	for _, ns := range cfg.Namespaces {
 		namespaces[ns] = cache.Config{}
+	}
+	if cfg.Tenants.Enabled {
+		for _, ns := range cfg.Tenants.Namespaces {
+			namespaces[ns] = cache.Config{}
+		}
 	}
 	opts := cache.Options{DefaultNamespaces: namespaces, DefaultTransform: cache.TransformStripManagedFields()}
 	if !webhook {

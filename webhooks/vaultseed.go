@@ -7,6 +7,7 @@ package webhooks
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,6 +20,7 @@ import (
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
 	"github.com/ohmlab/ohmlab-controller/internal/seedindex"
 	"github.com/ohmlab/ohmlab-controller/internal/seeds"
+	"github.com/ohmlab/ohmlab-controller/internal/tenancy"
 	"github.com/ohmlab/ohmlab-controller/internal/validate"
 )
 
@@ -88,6 +90,11 @@ type Validator struct {
 	// labelled with another one is admitted with a warning. nil: unknown,
 	// no such warning.
 	Shards []string
+	// Tenants are the tenant namespaces (targets.vault.tenants): an
+	// object in one is analysed like any other, and refused out of its
+	// scope (tenancy.Check), and its creation is refused past the
+	// namespace's MaxObjectsPerNamespace.
+	Tenants tenancy.Config
 }
 
 // Option configures the Validator of NewWebhook and SetupWithManager.
@@ -105,6 +112,12 @@ const deleteNotAllowed = "spec.deletionPolicy: Delete is not allowed by this con
 // Shards tells the validator the shards that run (see Validator.Shards).
 func Shards(running []string) Option {
 	return func(v *Validator) { v.Shards = running }
+}
+
+// Tenants tells the validator the tenant namespaces (see
+// Validator.Tenants).
+func Tenants(cfg tenancy.Config) Option {
+	return func(v *Validator) { v.Tenants = cfg }
 }
 
 // warnings are internal/validate's warnings as admission warnings.
@@ -147,28 +160,63 @@ func (v *Validator) ValidateDelete(context.Context, *ohmlabv1alpha1.VaultSeed) (
 }
 
 func (v *Validator) validate(ctx context.Context, seed, old *ohmlabv1alpha1.VaultSeed) (admission.Warnings, error) {
-	if v.Namespaces != nil && !v.Namespaces[seed.Namespace] {
+	tenant := v.Tenants.IsTenant(seed.Namespace)
+	if v.Namespaces != nil && !v.Namespaces[seed.Namespace] && !tenant {
 		return nil, nil
+	}
+	if tenant && old == nil {
+		if err := v.underLimit(ctx, seed); err != nil {
+			return nil, err
+		}
 	}
 	analysed := seeds.Analyse(seed)
 	others, err := seedindex.Related(ctx, v.Reader, analysed)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
+	if tenant {
+		// A tenant's refusal never names another namespace's object or
+		// path (a duplicate path, a cycle): that would tell the tenant
+		// what exists outside its scope. Another namespace's object on its
+		// path is met at reconcile time by the path's owner marker.
+		others = slices.DeleteFunc(others, func(o seeds.Analysed) bool { return o.Seed.Namespace != seed.Namespace })
+	}
 	var before *seeds.Analysed
 	if old != nil {
 		a := seeds.Analyse(old)
 		before = &a
 	}
-	verdict := validate.Seed(analysed, before, others)
+	verdict := validate.WithScope(validate.Seed(analysed, before, others), v.Tenants, analysed)
 	out := append(warnings(verdict.Warnings), warnings(validate.UnrunShardWarnings(seed, v.Shards))...)
-	if seed.Spec.DeletionPolicy == ohmlabv1alpha1.DeletionPolicyDelete && !v.AllowDelete {
+	if seed.Spec.DeletionPolicy == ohmlabv1alpha1.DeletionPolicyDelete && !v.AllowDelete && !tenant {
+		// A tenant's Delete is a problem of its scope instead.
 		out = append(out, deleteNotAllowed)
 	}
 	if !verdict.Valid() {
 		return out, invalid(seed, verdict)
 	}
 	return out, nil
+}
+
+// underLimit refuses the creation of seed when its tenant namespace
+// already holds MaxObjectsPerNamespace VaultSeeds, so that one tenant
+// cannot fill the work queue that every namespace shares. It counts what
+// the Reader holds: creations still on their way to the cache can pass it
+// by a few.
+func (v *Validator) underLimit(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed) error {
+	limit := v.Tenants.MaxObjectsPerNamespace
+	if limit <= 0 {
+		return nil
+	}
+	var list ohmlabv1alpha1.VaultSeedList
+	if err := v.Reader.List(ctx, &list, client.InNamespace(seed.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	if len(list.Items) < limit {
+		return nil
+	}
+	return apierrors.NewForbidden(ohmlabv1alpha1.GroupVersion.WithResource("vaultseeds").GroupResource(), seed.Name,
+		fmt.Errorf("namespace %s already holds %d VaultSeeds, the most a tenant namespace may (targets.vault.tenants.maxObjectsPerNamespace of the controller's chart): delete one first", seed.Namespace, len(list.Items)))
 }
 
 // invalid is the refusal of seed: the API's Invalid status, as the API

@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/ohmlab/ohmlab-controller/charts/charttest"
+	"github.com/ohmlab/ohmlab-controller/internal/tenancy"
 	"github.com/ohmlab/ohmlab-controller/reconcilers"
 )
 
@@ -468,6 +469,9 @@ targets:
 	want.Backend.Auth.Role = "seeder"
 	want.Backend.Auth.Audience = "vault-prod"
 	want.Backend.Auth.TokenFile = "/var/run/secrets/ohmlab/vault/token"
+	// The tenants' section, off, as values.yaml has it.
+	want.Tenants = tenancy.DefaultConfig()
+	want.Tenants.Namespaces, want.Tenants.SharedSources = []string{}, []string{}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)
 	}

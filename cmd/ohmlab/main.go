@@ -1,7 +1,7 @@
 // Command ohmlab checks VaultSeed objects before they are merged, with the
 // verdict the controller's admission webhook gives at apply time:
 //
-//	ohmlab validate [--output text|json] -|FILE|DIR...
+//	ohmlab validate [--output text|json] [--values FILE] [--namespace NS] -|FILE|DIR...
 //	ohmlab plan [--output text|json] -|FILE|DIR...
 //	ohmlab version
 //
@@ -29,9 +29,12 @@ const (
 )
 
 const usage = `Usage:
-  ohmlab validate [--output text|json] -|FILE|DIR...
+  ohmlab validate [--output text|json] [--values FILE] [--namespace NS] -|FILE|DIR...
                   check VaultSeed objects in a YAML stream ("-" is standard input),
-                  files, and directories (their .yaml, .yml and .json files, recursively)
+                  files, and directories (their .yaml, .yml and .json files, recursively);
+                  --values: the controller chart's values, whose targets.vault.tenants
+                  scope the objects of tenant namespaces; --namespace: the namespace of
+                  objects that name none
   ohmlab plan [--output text|json] [--token-file FILE] -|FILE|DIR...
                   validate them, then print what the controller would do to their
                   Vault paths, reading only (ohmlab plan --help)

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/ohmlab/ohmlab-controller/internal/tenancy"
 )
 
 const secret = "s3cr3t-typed-by-hand"
@@ -484,7 +486,7 @@ func FuzzRead(f *testing.F) {
 				t.Fatalf("object %+v", o)
 			}
 		}
-		rep, _ := check(objs)
+		rep, _ := check(objs, tenancy.Config{})
 		if rep.Valid != (len(rep.Problems) == 0) || rep.Objects != len(objs) {
 			t.Errorf("report %+v", rep)
 		}

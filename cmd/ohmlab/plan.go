@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ohmlab/ohmlab-controller/internal/tenancy"
 	"github.com/ohmlab/ohmlab-controller/planner"
 	"github.com/ohmlab/ohmlab-controller/vaultkv"
 )
@@ -187,7 +188,7 @@ func runPlan(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	// validate's verdict, printed as validate prints it: plan refuses
 	// exactly what validate refuses, with its lines.
-	verdict, analysed := check(objs)
+	verdict, analysed := check(objs, tenancy.Config{})
 	var validation bytes.Buffer
 	if err := printVerdict(verdict, *output, &validation, stderr); err != nil {
 		return fail("%v", err)

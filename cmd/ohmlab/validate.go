@@ -8,6 +8,7 @@ import (
 	"io"
 
 	"github.com/ohmlab/ohmlab-controller/internal/seeds"
+	"github.com/ohmlab/ohmlab-controller/internal/tenancy"
 	"github.com/ohmlab/ohmlab-controller/internal/validate"
 	"github.com/ohmlab/ohmlab-controller/templating"
 )
@@ -41,6 +42,8 @@ func runValidate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage) }
 	output := fs.String("output", "text", "output format: text (one line per problem) or json")
+	values := fs.String("values", "", "the controller chart's values file (or the controller's configuration file): objects in its targets.vault.tenants namespaces are checked against their tenant scope")
+	namespace := fs.String("namespace", "", "the namespace of objects that name none, as kubectl apply -n gives them (helm template of an application's chart usually leaves it out)")
 	var inputs []string
 	for rest := args; ; {
 		if err := fs.Parse(rest); err != nil {
@@ -67,12 +70,27 @@ func runValidate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ohmlab validate: name the input: - for standard input, or files and directories\n%s", usage)
 		return exitUsage
 	}
+	var tenants tenancy.Config
+	if *values != "" {
+		var err error
+		if tenants, err = readTenants(*values); err != nil {
+			fmt.Fprintln(stderr, templating.PrintableKey("ohmlab validate: "+err.Error()))
+			return exitUsage
+		}
+	}
 	objs, err := readInputs(inputs, stdin)
 	if err != nil {
 		fmt.Fprintln(stderr, templating.PrintableKey("ohmlab validate: "+err.Error()))
 		return exitUsage
 	}
-	rep, _ := check(objs)
+	if *namespace != "" {
+		for _, o := range objs {
+			if o.Seed.Namespace == "" {
+				o.Seed.Namespace = *namespace
+			}
+		}
+	}
+	rep, _ := check(objs, tenants)
 	if err := printVerdict(rep, *output, stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "ohmlab validate: %v\n", err)
 		return exitUsage
@@ -85,13 +103,14 @@ func runValidate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 // check gives every object read its verdict, in input order: the problems
 // found reading it, or else the verdict of internal/validate on all the
-// readable objects together (the webhook's verdict on each of them); and
+// readable objects together (the webhook's verdict on each of them), with
+// the scope of the objects in tenants' namespaces (validate.WithScope); and
 // for each, what the API server refuses for the CRD's schema and rules
 // (internal/crdschema), on the fields the others leave unnamed.
 //
 // It returns the readable objects analysed, in input order: each object is
 // analysed once, for the verdict and for a plan.
-func check(objs []object) (report, []seeds.Analysed) {
+func check(objs []object, tenants tenancy.Config) (report, []seeds.Analysed) {
 	rep := report{Objects: len(objs), Problems: []finding{}, Warnings: []finding{}}
 	var readable []int
 	var analysed []seeds.Analysed
@@ -103,7 +122,7 @@ func check(objs []object) (report, []seeds.Analysed) {
 	}
 	verdicts := make([]validate.Verdict, len(objs))
 	for i, v := range validate.Set(analysed) {
-		verdicts[readable[i]] = v
+		verdicts[readable[i]] = validate.WithScope(v, tenants, analysed[i])
 	}
 	for i, o := range objs {
 		rep.Problems = append(rep.Problems, findings(o, o.Problems)...)

@@ -226,6 +226,30 @@ each template that includes it checks the values. Use: include ... | fromJson.
 {{- fail (printf "targets.vault.%s: %s is under 1s: the controller refuses to start with it. Set 1s or more." $key $d) -}}
 {{- end -}}
 {{- end -}}
+{{- if $v.tenants.enabled -}}
+{{- if not $v.tenants.namespaces -}}
+{{- fail "targets.vault.tenants.namespaces: tenants are enabled but no namespace is a tenant. List the tenant namespaces, or set targets.vault.tenants.enabled=false." -}}
+{{- end -}}
+{{- range $seg := splitList "/" $v.tenants.prefix -}}
+{{- if or (eq $seg ".") (eq $seg "..") -}}
+{{- fail (printf "targets.vault.tenants.prefix: %q has a segment '%s': Vault's client cleans it away, so the prefix would name another path." $v.tenants.prefix $seg) -}}
+{{- end -}}
+{{- end -}}
+{{- range $src := $v.tenants.sharedSources -}}
+{{- range $seg := splitList "/" $src -}}
+{{- if or (eq $seg ".") (eq $seg "..") -}}
+{{- fail (printf "targets.vault.tenants.sharedSources: %q has a segment '%s': Vault's client cleans it away, so the source would name another path." $src $seg) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- range $ns := $v.tenants.namespaces -}}
+{{- if has $ns $v.namespaces -}}
+{{- fail (printf "targets.vault.tenants.namespaces: %q is also in targets.vault.namespaces: a namespace is a platform namespace (the controller's Vault identity) or a tenant (its own), not both." $ns) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- else if .Values.targets.vault.tenants.enabled -}}
+{{- fail "targets.vault.tenants.enabled: the Vault target is disabled, so no tenant is reconciled. Set targets.vault.enabled=true, or targets.vault.tenants.enabled=false." -}}
 {{- end -}}
 {{- $procs := dict -}}
 {{- if .Values.deployments -}}
@@ -340,7 +364,7 @@ Argument: dict "root" $ "targets" list, and "shard" name for a shard's process.
 {{- $_ := set $backend "tlsServerName" $v.backend.tlsServerName -}}
 {{- end -}}
 {{- $le := dict "namespace" (include "ohmlab-controller.leaseNamespace" (dict "root" $root "target" $t)) "leaseDuration" $v.leaderElection.leaseDuration -}}
-{{- $section := dict "namespaces" $v.namespaces "observeOnly" $v.observeOnly "allowDelete" $v.allowDelete "resyncPeriod" $v.resyncPeriod "concurrency" $v.concurrency "leaderElection" $le "backend" $backend -}}
+{{- $section := dict "namespaces" $v.namespaces "observeOnly" $v.observeOnly "allowDelete" $v.allowDelete "resyncPeriod" $v.resyncPeriod "concurrency" $v.concurrency "leaderElection" $le "backend" $backend "tenants" $v.tenants -}}
 {{- if $.shard -}}
 {{- $_ := set $section "shard" $.shard -}}
 {{- end -}}

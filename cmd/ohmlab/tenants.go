@@ -1,0 +1,45 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/ohmlab/ohmlab-controller/internal/tenancy"
+)
+
+// readTenants reads targets.vault.tenants from a file that has it at that
+// place: the controller chart's values file, or the controller's own
+// configuration file. The section is decoded strictly over the chart's
+// defaults (tenancy.DefaultConfig) and checked as the controller checks it
+// at start; the rest of the file is ignored.
+func readTenants(name string) (tenancy.Config, error) {
+	cfg := tenancy.DefaultConfig()
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return cfg, fmt.Errorf("--values: %w", err)
+	}
+	var file struct {
+		Targets struct {
+			Vault struct {
+				Namespaces []string        `json:"namespaces"`
+				Tenants    json.RawMessage `json:"tenants"`
+			} `json:"vault"`
+		} `json:"targets"`
+	}
+	if err := yaml.Unmarshal(data, &file); err != nil {
+		return cfg, fmt.Errorf("--values %s: %w", name, err)
+	}
+	if len(file.Targets.Vault.Tenants) > 0 && string(file.Targets.Vault.Tenants) != "null" {
+		if err := yaml.UnmarshalStrict(file.Targets.Vault.Tenants, &cfg); err != nil {
+			return cfg, fmt.Errorf("--values %s: targets.vault.tenants: %w", name, err)
+		}
+	}
+	if errs := cfg.Validate(file.Targets.Vault.Namespaces); len(errs) > 0 {
+		return cfg, fmt.Errorf("--values %s: %s", name, strings.Join(errs, "; "))
+	}
+	return cfg, nil
+}
