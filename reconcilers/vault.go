@@ -198,74 +198,21 @@ var bcryptSlots = templating.NewBcryptSlots(runtime.GOMAXPROCS(0))
 // of its shard, the admission webhook, the CRD revision check, and the Lease
 // ohmlab-controller-vault (-<shard> for a shard).
 func (cfg VaultConfig) NewManager(ctx context.Context, p Process) (manager.Manager, error) {
-	if p.Shard != "" {
-		if cfg.Shard != "" && cfg.Shard != p.Shard {
-			return nil, fmt.Errorf("vault: --shard %q contradicts targets.vault.shard %q of the config: set one of the two", p.Shard, cfg.Shard)
-		}
-		if err := checkShard("vault", p.Shard); err != nil {
-			return nil, fmt.Errorf("--shard: %w", err)
-		}
-		cfg.Shard = p.Shard
-	}
-	if cfg.Tenants.Enabled {
-		// The reconciler would take the tenants' objects from the cache and
-		// write them under the controller's own Vault identity: refuse to
-		// start until it logs in per tenant.
-		return nil, errors.New("vault: targets.vault.tenants.enabled: this build cannot reconcile tenant namespaces yet (each needs its own Vault login, which the reconciler does not do): set it to false")
-	}
-	if cfg.Shard != "" && p.Webhook != nil {
-		return nil, fmt.Errorf("vault: shard %q: a shard's process cannot serve the admission webhook: its cache holds only the shard's VaultSeeds, and the webhook's analysis (duplicate paths, reference cycles) must see every one; run it with --webhook-port=0 and let the process without a shard serve the webhook", cfg.Shard)
+	if err := cfg.withProcess(p); err != nil {
+		return nil, err
 	}
 	selector, err := ShardSelector(cfg.Shard)
 	if err != nil {
 		return nil, fmt.Errorf("vault: %w", err)
 	}
-	lease := cfg.LeaderElection.LeaseDuration.Duration
-	opts := ctrl.Options{
-		Scheme:                        p.Scheme,
-		Logger:                        p.Logger.WithName("vault"),
-		Metrics:                       metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress:        "0",
-		Cache:                         cfg.cacheOptions(selector, p.Webhook != nil),
-		MapperProvider:                newRESTMapper,
-		LeaderElection:                p.LeaderElection,
-		LeaderElectionID:              LeaseName("vault", cfg.Shard),
-		LeaderElectionNamespace:       cfg.LeaderElection.Namespace,
-		LeaderElectionReleaseOnCancel: true,
-		LeaseDuration:                 ptr.To(lease),
-		RenewDeadline:                 ptr.To(lease * 2 / 3),
-		RetryPeriod:                   ptr.To(max(lease/8, 200*time.Millisecond)),
-		GracefulShutdownTimeout:       ptr.To(p.GracefulShutdown),
-	}
-	if p.Webhook != nil {
-		opts.WebhookServer = webhook.NewServer(*p.Webhook)
-	}
-	if p.LeaderElection && cfg.LeaderElection.Namespace == "" && !inPod() {
-		// controller-runtime would say "please specify LeaderElectionNamespace".
-		return nil, fmt.Errorf("vault: the Lease %s needs a namespace: set targets.vault.leaderElection.namespace in the config (or POD_NAMESPACE), or run with --leader-elect=false", LeaseName("vault", cfg.Shard))
-	}
-	mgr, err := ctrl.NewManager(p.RestConfig, opts)
+	mgr, err := ctrl.NewManager(p.RestConfig, cfg.managerOptions(p, selector))
 	if err != nil {
 		return nil, fmt.Errorf("vault: creating the manager: %w", err)
 	}
 	if err := seedindex.IndexFields(ctx, mgr); err != nil {
 		return nil, fmt.Errorf("vault: %w", err)
 	}
-	kv, err := vaultkv.New(vaultkv.Config{
-		Address:       cfg.Backend.Address,
-		CAFile:        cfg.Backend.CAFile,
-		TLSServerName: cfg.Backend.TLSServerName,
-		Timeout:       cfg.Backend.Timeout.Duration,
-		QPS:           cfg.Backend.QPS,
-		Burst:         cfg.Backend.Burst,
-		Auth: vaultkv.AuthConfig{
-			Method: cfg.Backend.Auth.Method, Mount: cfg.Backend.Auth.Mount, Role: cfg.Backend.Auth.Role,
-			Audience: cfg.Backend.Auth.Audience, TokenFile: cfg.Backend.Auth.TokenFile,
-		},
-		Target:  "vault",
-		Metrics: vaultkv.NewMetrics(p.Registry),
-		Logger:  p.Logger.WithName("vault").WithName("backend"),
-	})
+	kv, err := vaultkv.New(cfg.kvConfig(p))
 	if err != nil {
 		return nil, fmt.Errorf("vault: %w", err)
 	}
@@ -297,6 +244,81 @@ func (cfg VaultConfig) NewManager(ctx context.Context, p Process) (manager.Manag
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// withProcess takes the process's flags into cfg (its shard) and refuses
+// what the process cannot run.
+func (cfg *VaultConfig) withProcess(p Process) error {
+	if p.Shard != "" {
+		if cfg.Shard != "" && cfg.Shard != p.Shard {
+			return fmt.Errorf("vault: --shard %q contradicts targets.vault.shard %q of the config: set one of the two", p.Shard, cfg.Shard)
+		}
+		if err := checkShard("vault", p.Shard); err != nil {
+			return fmt.Errorf("--shard: %w", err)
+		}
+		cfg.Shard = p.Shard
+	}
+	if cfg.Tenants.Enabled {
+		// The reconciler would take the tenants' objects from the cache and
+		// write them under the controller's own Vault identity: refuse to
+		// start until it logs in per tenant.
+		return errors.New("vault: targets.vault.tenants.enabled: this build cannot reconcile tenant namespaces yet (each needs its own Vault login, which the reconciler does not do): set it to false")
+	}
+	if cfg.Shard != "" && p.Webhook != nil {
+		return fmt.Errorf("vault: shard %q: a shard's process cannot serve the admission webhook: its cache holds only the shard's VaultSeeds, and the webhook's analysis (duplicate paths, reference cycles) must see every one; run it with --webhook-port=0 and let the process without a shard serve the webhook", cfg.Shard)
+	}
+	if p.LeaderElection && cfg.LeaderElection.Namespace == "" && !inPod() {
+		// controller-runtime would say "please specify LeaderElectionNamespace".
+		return fmt.Errorf("vault: the Lease %s needs a namespace: set targets.vault.leaderElection.namespace in the config (or POD_NAMESPACE), or run with --leader-elect=false", LeaseName("vault", cfg.Shard))
+	}
+	return nil
+}
+
+// managerOptions are the manager's: its cache, its Lease, its webhook
+// server; metrics and probes are the process's, served once for every
+// target.
+func (cfg VaultConfig) managerOptions(p Process, selector labels.Selector) ctrl.Options {
+	lease := cfg.LeaderElection.LeaseDuration.Duration
+	opts := ctrl.Options{
+		Scheme:                        p.Scheme,
+		Logger:                        p.Logger.WithName("vault"),
+		Metrics:                       metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress:        "0",
+		Cache:                         cfg.cacheOptions(selector, p.Webhook != nil),
+		MapperProvider:                newRESTMapper,
+		LeaderElection:                p.LeaderElection,
+		LeaderElectionID:              LeaseName("vault", cfg.Shard),
+		LeaderElectionNamespace:       cfg.LeaderElection.Namespace,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 ptr.To(lease),
+		RenewDeadline:                 ptr.To(lease * 2 / 3),
+		RetryPeriod:                   ptr.To(max(lease/8, 200*time.Millisecond)),
+		GracefulShutdownTimeout:       ptr.To(p.GracefulShutdown),
+	}
+	if p.Webhook != nil {
+		opts.WebhookServer = webhook.NewServer(*p.Webhook)
+	}
+	return opts
+}
+
+// kvConfig is the Vault client's configuration: the backend section.
+func (cfg VaultConfig) kvConfig(p Process) vaultkv.Config {
+	b := cfg.Backend
+	return vaultkv.Config{
+		Address:       b.Address,
+		CAFile:        b.CAFile,
+		TLSServerName: b.TLSServerName,
+		Timeout:       b.Timeout.Duration,
+		QPS:           b.QPS,
+		Burst:         b.Burst,
+		Auth: vaultkv.AuthConfig{
+			Method: b.Auth.Method, Mount: b.Auth.Mount, Role: b.Auth.Role,
+			Audience: b.Auth.Audience, TokenFile: b.Auth.TokenFile,
+		},
+		Target:  "vault",
+		Metrics: vaultkv.NewMetrics(p.Registry),
+		Logger:  p.Logger.WithName("vault").WithName("backend"),
+	}
 }
 
 // cacheOptions scopes the cache to the target's namespaces and its
