@@ -72,7 +72,7 @@ bench: ## Run the benchmarks.
 	go test -run '^$$' -bench . -benchmem ./...
 
 .PHONY: verify
-verify: ## Regenerate and fail on a diff; gofmt, go vet, CRD compatibility, no tracked binary or large file.
+verify: ## Regenerate and fail on a diff; gofmt, go vet, CRD compatibility, no tracked binary or large file, the rules of the house.
 	$(MAKE) generate manifests
 	@git diff --exit-code -- api config charts || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
 	@test -z "$$(git status --porcelain --untracked-files=all -- api config charts)" || { git status --porcelain -- api config charts; echo "untracked generated files: commit them"; exit 1; }
@@ -80,6 +80,7 @@ verify: ## Regenerate and fail on a diff; gofmt, go vet, CRD compatibility, no t
 	go vet ./...
 	go run ./hack/crdcompat -accepted hack/crdcompat/accepted.yaml config/crd/released config/crd/bases
 	go run ./hack/trackedfiles
+	go run ./hack/housecheck
 
 ##@ Test tools (built once into bin/, from the Go module proxy)
 .PHONY: tools

@@ -168,6 +168,22 @@ func run(ctx context.Context, f flags, log logr.Logger) error {
 		"/readyz":   http.StripPrefix("/readyz", &checks),
 		"/readyz/":  http.StripPrefix("/readyz", &checks),
 	})
+	serveMetricsAndProfiles(ctx, g, f, served)
+	for _, name := range names {
+		mgr := managers[name]
+		g.Go(func() error {
+			if err := mgr.Start(ctx); err != nil {
+				return fmt.Errorf("target %s: %w", name, err)
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// serveMetricsAndProfiles serves /metrics (unless the address is "0") and,
+// when asked for, the profiles.
+func serveMetricsAndProfiles(ctx context.Context, g *errgroup.Group, f flags, served []prometheus.TransactionalGatherer) {
 	if f.metricsAddr != "0" {
 		serve(ctx, g, f.metricsAddr, map[string]http.Handler{
 			"/metrics": promhttp.HandlerForTransactional(prometheus.NewMultiTRegistry(served...), promhttp.HandlerOpts{}),
@@ -184,16 +200,6 @@ func run(ctx context.Context, f flags, log logr.Logger) error {
 			"/debug/pprof/trace":   http.HandlerFunc(pprof.Trace),
 		})
 	}
-	for _, name := range names {
-		mgr := managers[name]
-		g.Go(func() error {
-			if err := mgr.Start(ctx); err != nil {
-				return fmt.Errorf("target %s: %w", name, err)
-			}
-			return nil
-		})
-	}
-	return g.Wait()
 }
 
 // cacheSynced is ready once the manager's cache has synced. A backend that

@@ -140,14 +140,22 @@ const (
 	stateUnreadable = "unreadable"
 )
 
-// runPlan is `ohmlab plan`.
-func runPlan(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+// planFlags are the flags of `ohmlab plan`.
+type planFlags struct {
+	output, tokenFile string
+	allowDelete       bool
+	timeout           time.Duration
+}
+
+// parsePlanFlags parses args. done is set when the command is over (help
+// printed, or a bad flag), with its exit code.
+func parsePlanFlags(args []string, stdout, stderr io.Writer) (f planFlags, inputs []string, done bool, code int) {
 	fs := flag.NewFlagSet("ohmlab plan", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	output := fs.String("output", "text", "output format: text or json")
-	tokenFile := fs.String("token-file", "", "file holding the Vault token (instead of VAULT_TOKEN)")
-	allowDelete := fs.Bool("allow-delete", false, "the target's targets.vault.allowDelete (without it deletionPolicy Delete stalls)")
-	timeout := fs.Duration("timeout", vaultkv.DefaultTimeout, "timeout of each Vault request")
+	fs.StringVar(&f.output, "output", "text", "output format: text or json")
+	fs.StringVar(&f.tokenFile, "token-file", "", "file holding the Vault token (instead of VAULT_TOKEN)")
+	fs.BoolVar(&f.allowDelete, "allow-delete", false, "the target's targets.vault.allowDelete (without it deletionPolicy Delete stalls)")
+	fs.DurationVar(&f.timeout, "timeout", vaultkv.DefaultTimeout, "timeout of each Vault request")
 	// --help prints the whole usage on standard output; a bad flag gets
 	// flag's own error on standard error.
 	fs.Usage = func() {}
@@ -157,32 +165,31 @@ func runPlan(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, planUsage)
 		fs.SetOutput(stdout)
 		fs.PrintDefaults()
-		return planInSync
+		return f, nil, true, planInSync
 	case err != nil:
 		fmt.Fprintln(stderr, "ohmlab plan: see ohmlab plan --help")
-		return planError
+		return f, nil, true, planError
+	}
+	return f, inputs, false, 0
+}
+
+// runPlan is `ohmlab plan`.
+func runPlan(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	flags, inputs, done, code := parsePlanFlags(args, stdout, stderr)
+	if done {
+		return code
 	}
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "ohmlab plan: "+format+"\n", a...)
 		return planError
 	}
-	if *output != "text" && *output != "json" {
+	if flags.output != "text" && flags.output != "json" {
 		return fail("--output must be text or json")
 	}
 	if len(inputs) == 0 {
 		return fail("name the input: - for standard input, or files and directories")
 	}
-	var in []byte
-	for _, arg := range inputs {
-		if arg == stdinName {
-			var err error
-			if in, err = io.ReadAll(stdin); err != nil {
-				return fail("reading standard input: %v", err)
-			}
-			break
-		}
-	}
-	objs, err := readInputs(inputs, bytes.NewReader(in))
+	objs, err := readInputs(inputs, stdin)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -190,7 +197,7 @@ func runPlan(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// exactly what validate refuses, with its lines.
 	verdict, analysed := check(objs, tenancy.Config{})
 	var validation bytes.Buffer
-	if err := printVerdict(verdict, *output, &validation, stderr); err != nil {
+	if err := printVerdict(verdict, flags.output, &validation, stderr); err != nil {
 		return fail("%v", err)
 	}
 	if !verdict.Valid {
@@ -199,19 +206,12 @@ func runPlan(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	var previews []planner.Preview
 	if len(objs) > 0 { // no object, nothing to read: Vault is not needed
-		kv, err := planClient(*tokenFile, *timeout)
+		kv, err := planClient(flags.tokenFile, flags.timeout)
 		if err != nil {
 			return fail("%v", err)
 		}
-		for _, o := range objs {
-			if o.Seed.Spec.Prune && len(o.Seed.Status.ManagedKeys) == 0 {
-				// A rendered chart has no status: the keys the controller
-				// wrote cannot be told, so no prune is planned, while the
-				// live object may prune some.
-				fmt.Fprintf(stderr, "ohmlab plan: %s/%s: prune: true, but the input has no status.managedKeys: no prune is planned; to see what a real run prunes, plan the live objects (kubectl get vaultseeds -A -o yaml | ohmlab plan -)\n", o.Seed.Namespace, o.Seed.Name)
-			}
-		}
-		previews, err = planner.PreviewSeeds(context.Background(), kv, analysed, planner.PreviewOptions{AllowDelete: *allowDelete})
+		warnRenderedPrune(objs, stderr)
+		previews, err = planner.PreviewSeeds(context.Background(), kv, analysed, planner.PreviewOptions{AllowDelete: flags.allowDelete})
 		if err != nil {
 			// Vault does not answer: no other object could be read.
 			fmt.Fprintf(stderr, "ohmlab plan: Vault could not be read: %v\n", err)
@@ -223,7 +223,40 @@ func runPlan(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			}
 		}
 	}
-	rep := planReport{Validation: json.RawMessage(validation.Bytes()), Objects: make([]planObject, len(previews)),
+	rep := reportOf(previews, validation.Bytes())
+	if flags.output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return fail("%v", err)
+		}
+	} else {
+		printPlan(stdout, rep)
+	}
+	if rep.Total.Unreadable > 0 {
+		return planNoVault
+	}
+	if rep.Total.InSync < rep.Total.Objects {
+		return planChanges
+	}
+	return planInSync
+}
+
+// warnRenderedPrune says, for each object with prune and no
+// status.managedKeys, that no prune is planned: a rendered chart has no
+// status, so the keys the controller wrote cannot be told, while the live
+// object may prune some.
+func warnRenderedPrune(objs []object, stderr io.Writer) {
+	for _, o := range objs {
+		if o.Seed.Spec.Prune && len(o.Seed.Status.ManagedKeys) == 0 {
+			fmt.Fprintf(stderr, "ohmlab plan: %s/%s: prune: true, but the input has no status.managedKeys: no prune is planned; to see what a real run prunes, plan the live objects (kubectl get vaultseeds -A -o yaml | ohmlab plan -)\n", o.Seed.Namespace, o.Seed.Name)
+		}
+	}
+}
+
+// reportOf is the report of the previews, with validate's verdict.
+func reportOf(previews []planner.Preview, validation []byte) planReport {
+	rep := planReport{Validation: json.RawMessage(validation), Objects: make([]planObject, len(previews)),
 		Total: planTotal{Objects: len(previews), Actions: map[string]int{}}}
 	for i, p := range previews {
 		rep.Objects[i] = planObjectOf(p)
@@ -246,22 +279,7 @@ func runPlan(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			rep.Total.Actions[a.Name]++
 		}
 	}
-	if *output == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			return fail("%v", err)
-		}
-	} else {
-		printPlan(stdout, rep)
-	}
-	if rep.Total.Unreadable > 0 {
-		return planNoVault
-	}
-	if rep.Total.InSync < rep.Total.Objects {
-		return planChanges
-	}
-	return planInSync
+	return rep
 }
 
 // parseInterleaved parses flags that may come before, between or after the

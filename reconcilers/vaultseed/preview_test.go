@@ -37,6 +37,8 @@ func TestPreviewAgreesWithDrifted(t *testing.T) {
 	handMark(t, f.path("insync"), owner("insync"))
 	handWrite(t, f.path("waiting"), map[string]any{"copy": "typed"})
 	handMark(t, f.path("waiting"), owner("waiting"))
+	handWrite(t, f.path("prune"), map[string]any{"keep": "typed", "old": "written"})
+	handMark(t, f.path("prune"), owner("prune"))
 
 	objs := []*ohmlabv1alpha1.VaultSeed{
 		f.seed("create", f.path("create"), `{"password":"<random:16>"}`),
@@ -54,12 +56,16 @@ func TestPreviewAgreesWithDrifted(t *testing.T) {
 		f.seed("held", f.path("held"), `{"x":"","xHash":"<bcrypt:x>","other":"<random:10>"}`),
 		// A copy exists while its source is missing: another key is created.
 		f.seed("waiting", f.path("waiting"), `{"copy":"<ref:`+f.path("nowhere")+`#k>","extra":"<random:6>"}`),
+		// A managed key no longer declared is pruned.
+		f.seed("prune", f.path("prune"), `{"keep":""}`),
 	}
+	objs[len(objs)-1].Spec.Prune = true
 	objs[3].Spec.Rotate = &ohmlabv1alpha1.Rotation{Token: "t2", Keys: []string{"password"}}
 	objs[10].Spec.DeletionPolicy = ohmlabv1alpha1.DeletionPolicyDelete
 	for _, o := range objs {
 		f.create(o)
 	}
+	f.recordWrite("prune", f.path("prune"), "old")
 	var live ohmlabv1alpha1.VaultSeedList
 	g.Eventually(func(g Gomega) {
 		g.Expect(cp.Client.List(context.Background(), &live, client.InNamespace(f.ns))).To(Succeed())
@@ -97,9 +103,39 @@ func TestPreviewAgreesWithDrifted(t *testing.T) {
 			g.Expect(d).To(Equal(drift{d.Name, "True", ohmlabv1alpha1.ReasonObserveOnly, m}))
 		}
 	}
-	// The objects cover every outcome, so the agreement is not vacuous.
+	// The objects cover every action a plan makes and every outcome, so
+	// the agreement is not vacuous.
+	actions := map[string]bool{}
+	for _, p := range previews {
+		for _, a := range p.Actions {
+			actions[a.Name] = true
+		}
+	}
+	for _, a := range planner.ActionOrder() {
+		if a != planner.ActionDelete { // deletion is the finalizer's, never planned
+			g.Expect(actions).To(HaveKey(a))
+		}
+	}
 	for _, r := range []string{ohmlabv1alpha1.ReasonObserveOnly, ohmlabv1alpha1.ReasonInSync, ohmlabv1alpha1.ReasonOwnedByAnother,
 		ohmlabv1alpha1.ReasonPathDeleted, ohmlabv1alpha1.ReasonRefPending, ohmlabv1alpha1.ReasonInvalidSpec, ohmlabv1alpha1.ReasonForbidden} {
 		g.Expect(reasons).To(HaveKey(r))
 	}
+}
+
+// recordWrite gives the object the status a write of key at the path's
+// current version would have left (status.managedKeys, status.version),
+// then has it reconciled with that status.
+func (f *fixture) recordWrite(name, path, key string) {
+	f.t.Helper()
+	g := NewWithT(f.t)
+	s, err := rootKV(f.t).Read(context.Background(), path)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func() error {
+		o := f.get(name)
+		o.Status.Version = int64(s.Version)
+		o.Status.ManagedKeys = []ohmlabv1alpha1.ManagedKey{{Key: key, Version: int64(s.Version), CreatedTime: planner.CreatedTime(s.Created)}}
+		return cp.Client.Status().Update(context.Background(), o)
+	}).WithTimeout(10 * time.Second).Should(Succeed())
+	f.requestReconcile(name, "recorded")
+	f.waitHandled(name, "recorded")
 }
