@@ -13,14 +13,25 @@ import (
 	"unicode"
 )
 
-// pages are the Markdown files these tests read: the README and docs/.
+// pages are the Markdown files these tests read: the README and docs/
+// (its index and design, users/ and maintainers/).
 func pages(t *testing.T) []string {
 	t.Helper()
-	docs, err := filepath.Glob("*.md")
-	if err != nil {
-		t.Fatal(err)
+	return append([]string{filepath.Join("..", "README.md")}, docPages(t, "*.md", "users/*.md", "maintainers/*.md")...)
+}
+
+// docPages are the pages of docs/ that match the patterns.
+func docPages(t *testing.T, patterns ...string) []string {
+	t.Helper()
+	var out []string
+	for _, p := range patterns {
+		m, err := filepath.Glob(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m...)
 	}
-	return append([]string{filepath.Join("..", "README.md")}, docs...)
+	return out
 }
 
 func read(t *testing.T, path string) string {
@@ -128,7 +139,7 @@ func TestAnchors(t *testing.T) {
 // TestREADMEIsForUsers: the README is what a platform engineer reads
 // first, a page or two: what it is, the demo, installing, a first object
 // and where to look when something is wrong. Everything else lives in
-// docs/, and every page there is linked from it.
+// docs/: the README links the index of docs/ and every page for users.
 func TestREADMEIsForUsers(t *testing.T) {
 	const maxLines = 220
 	readme := read(t, filepath.Join("..", "README.md"))
@@ -141,13 +152,20 @@ func TestREADMEIsForUsers(t *testing.T) {
 			t.Errorf("README.md has no section #%s", section)
 		}
 	}
-	docs, err := filepath.Glob("*.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, doc := range docs {
+	for _, doc := range append([]string{"README.md"}, docPages(t, "users/*.md")...) {
 		if !strings.Contains(readme, "](docs/"+doc) {
 			t.Errorf("README.md links no docs/%s", doc)
+		}
+	}
+}
+
+// TestIndexLinksEveryPage: docs/README.md, the index, links every other
+// page of docs/, for users and for maintainers.
+func TestIndexLinksEveryPage(t *testing.T) {
+	index := read(t, "README.md")
+	for _, doc := range docPages(t, "*.md", "users/*.md", "maintainers/*.md") {
+		if doc != "README.md" && !strings.Contains(index, "]("+doc) {
+			t.Errorf("docs/README.md links no %s", doc)
 		}
 	}
 }

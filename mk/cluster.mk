@@ -31,7 +31,7 @@ node-bins: $(NODE_BINS) ## Build kubelet, kube-controller-manager, kube-schedule
 
 .PHONY: cluster-deps
 cluster-deps: ## Install containerd, runc, the CNI plugins, iptables, conntrack, ipset and iproute2 from Debian when missing (root).
-	@test "$$(id -u)" = 0 || { echo "make cluster needs root: it runs containerd and the kubelet and changes sysctls (docs/real-node.md)" >&2; exit 1; }
+	@test "$$(id -u)" = 0 || { echo "make cluster needs root: it runs containerd and the kubelet and changes sysctls (docs/maintainers/real-node.md)" >&2; exit 1; }
 	@missing=; for p in $(CLUSTER_DEBS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then echo "apt-get install$$missing" >&2; \
 	  apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >&2; fi

@@ -1,7 +1,7 @@
 ##@ Scale (issue 13)
 # `make bench-scale N=1000` measures the controller at scale through the
 # built binary on the e2e environment and prints the figures of
-# docs/performance.md. BENCH_CONTROLLER is a baseline build (a binary of an
+# docs/maintainers/performance.md. BENCH_CONTROLLER is a baseline build (a binary of an
 # older commit) measured in the same run after this one, on fresh servers,
 # both columns printed; RESYNC_SCALE is the controller's resync period (its
 # default, 10m; the run watches two periods after all objects are Ready);

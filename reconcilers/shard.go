@@ -11,7 +11,7 @@ import (
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
 )
 
-// Sharding (docs/sharding.md), as Flux shards its
+// Sharding (docs/users/sharding.md), as Flux shards its
 // controllers: a target's section may name a shard; its process then
 // reconciles only the objects labelled ohmlab.fr/shard=<shard> and holds the
 // Lease ohmlab-controller-<target>-<shard>, while the process without a shard

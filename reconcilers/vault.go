@@ -105,7 +105,7 @@ type VaultAuth struct {
 
 // DefaultVaultConfig holds every default of targets.vault, in one place.
 // The measurements behind the throughput defaults are in
-// docs/performance.md, "What shapes these figures" (make bench-scale).
+// docs/maintainers/performance.md, "What shapes these figures" (make bench-scale).
 func DefaultVaultConfig() VaultConfig {
 	return VaultConfig{
 		// Each object resyncs at its own phase of the period (see
@@ -190,7 +190,7 @@ func LoadVaultConfig(section []byte) (VaultConfig, error) {
 // bcryptSlots bounds the process's bcrypt work to one computation per core,
 // however many workers (targets.vault.concurrency) generate or compare
 // hashes at once. Keeping a core free of bcrypt made creation slower and
-// the webhook no faster (docs/performance.md).
+// the webhook no faster (docs/maintainers/performance.md).
 var bcryptSlots = templating.NewBcryptSlots(runtime.GOMAXPROCS(0))
 
 // NewManager builds the Vault target's manager: a cache scoped to its
@@ -328,7 +328,7 @@ func (cfg VaultConfig) kvConfig(p Process) vaultkv.Config {
 // objects of every shard (a duplicate path or a cycle across shards), and
 // its reconciler filters to its shard (vaultseed.Reconciler.Selector).
 // Cached objects go without their managedFields, which nothing here reads:
-// memory and GC at scale (docs/performance.md, "Memory").
+// memory and GC at scale (docs/maintainers/performance.md, "Memory").
 func (cfg VaultConfig) cacheOptions(selector labels.Selector, webhook bool) cache.Options {
 	namespaces := map[string]cache.Config{}
 	for _, ns := range cfg.Namespaces {

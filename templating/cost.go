@@ -5,7 +5,7 @@ import "fmt"
 // MaxCostlyKeys is the most costly keys ([CostlyKeys]) one object may
 // declare. bcrypt is slow by design, and one reconcile generates or checks
 // every hash of its object, so the bound keeps the worst object admitted
-// well within a reconcile's time on one core (docs/performance.md, "What
+// well within a reconcile's time on one core (docs/maintainers/performance.md, "What
 // one object may cost").
 const MaxCostlyKeys = 100
 

@@ -32,7 +32,7 @@ type HashCache struct {
 	mu sync.Mutex
 	// objects holds each object's slots in a slice rather than a map: an
 	// object has a few hashes, and a map per object cost three times the
-	// memory (docs/performance.md, "Memory").
+	// memory (docs/maintainers/performance.md, "Memory").
 	objects map[string][]slotDigest
 	slots   int
 

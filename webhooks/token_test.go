@@ -91,7 +91,7 @@ func TestTokenSpellings(t *testing.T) {
 	}
 }
 
-// TestAStoredTokenVaultRefusesRatchets is the upgrade of docs/upgrading.md,
+// TestAStoredTokenVaultRefusesRatchets is the upgrade of docs/users/upgrading.md,
 // "A rotation token Vault refuses", on a real API server: objects stored
 // under the released CRD with such tokens keep their other writes under
 // today's CRD (a label, a finalizer, the status), since CRD validation

@@ -105,7 +105,7 @@ const (
 // allows deletion, so that the path is removed before the object goes.
 const Finalizer = "ohmlab.fr/delete-path"
 
-// ShardLabel assigns an object to a shard (docs/sharding.md): a process given the shard NAME reconciles only the objects
+// ShardLabel assigns an object to a shard (docs/users/sharding.md): a process given the shard NAME reconciles only the objects
 // labelled ohmlab.fr/shard=NAME, the process without a shard only the
 // objects without the label.
 const ShardLabel = "ohmlab.fr/shard"

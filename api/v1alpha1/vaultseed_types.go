@@ -70,7 +70,7 @@ type Rotation struct {
 	// the path, and Vault refuses a value with a character that is not
 	// printable (unicode.IsPrint) or over 512 bytes. They came after the
 	// first releases: an object stored with such a token never reconciled,
-	// and ratcheting keeps its other writes working (docs/upgrading.md).
+	// and ratcheting keeps its other writes working (docs/users/upgrading.md).
 
 	// Token is compared with the token recorded on the path; when they
 	// differ the keys are regenerated once and the token is recorded.
@@ -162,7 +162,7 @@ type ManagedKey struct {
 // UnmarshalJSON reads both shapes of a managed key: today's {key, version}
 // and the first release's bare name, which becomes {Key: name} with an
 // unknown version: objects stored by the first release must decode, or the
-// cache never syncs (docs/upgrading.md).
+// cache never syncs (docs/users/upgrading.md).
 func (m *ManagedKey) UnmarshalJSON(data []byte) error {
 	if len(data) > 0 && data[0] == '"' {
 		var name string

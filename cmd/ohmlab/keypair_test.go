@@ -75,7 +75,7 @@ func TestPlanKeyPairs(t *testing.T) {
 	}
 }
 
-// The sample of docs/argocd-repository.md is valid.
+// The sample of docs/users/argocd-repository.md is valid.
 func TestValidateArgoCDRepositorySample(t *testing.T) {
 	got := runCLI(t, "", "validate", filepath.Join("..", "..", "config", "samples", "production-core-argocd-repository.yaml"))
 	if diff := cmp.Diff(result{Code: exitValid}, got); diff != "" {

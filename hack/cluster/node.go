@@ -6,7 +6,7 @@ import (
 )
 
 // The node's fixed names and addresses: the contract the end-to-end test and
-// docs/real-node.md rely on. One cluster at a time runs on a machine, so they need
+// docs/maintainers/real-node.md rely on. One cluster at a time runs on a machine, so they need
 // not vary.
 const (
 	// NodeName is the Node object's name (kubelet --hostname-override,

@@ -13,7 +13,7 @@ import (
 // The node enforces NetworkPolicy with kube-router's firewall alone
 // (--run-firewall; its router and service proxy stay off: the CNI bridge
 // routes, kube-proxy proxies). It is the enforcer this kernel can run
-// (docs/real-node.md, "NetworkPolicy"): iptables and ipset, no nftables
+// (docs/maintainers/real-node.md, "NetworkPolicy"): iptables and ipset, no nftables
 // queue.
 const (
 	// KubeRouterUser is kube-router's client certificate's user.

@@ -25,7 +25,7 @@ func TestLabNote(t *testing.T) {
 		{"// conditions are capped at 4 KiB (the API server's limit)", false},
 		{"// 5 s doubling to 5 min (product document, \"Conditions\")", false},
 		{"// at most 100 bcrypt keys are admitted", false},
-		{"// see docs/performance.md, \"Memory\"", false},
+		{"// see docs/maintainers/performance.md, \"Memory\"", false},
 	}
 	for _, tt := range tests {
 		if got := labNote.MatchString(tt.comment); got != tt.refused {

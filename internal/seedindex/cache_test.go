@@ -20,7 +20,7 @@ import (
 // TestIndexFieldsKeysEachValueOnce: on a real cache, the lookups across
 // namespaces find the objects of every namespace by path and by reference,
 // and the indexes hold one key per value, not controller-runtime's two
-// (docs/performance.md, memory).
+// (docs/maintainers/performance.md, memory).
 func TestIndexFieldsKeysEachValueOnce(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()

@@ -44,7 +44,7 @@ var Indexes = map[string]client.IndexerFunc{
 // so each value is indexed only under the key controller-runtime's cache
 // reads for a List without a namespace: its IndexField also keys every
 // value by the object's namespace, which nothing here asks for, and a key
-// costs a set of its own (docs/performance.md, memory). A List of these fields in one namespace finds nothing.
+// costs a set of its own (docs/maintainers/performance.md, memory). A List of these fields in one namespace finds nothing.
 func IndexFields(ctx context.Context, mgr ctrl.Manager) error {
 	informer, err := mgr.GetCache().GetInformer(ctx, &ohmlabv1alpha1.VaultSeed{})
 	if err != nil {

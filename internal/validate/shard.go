@@ -10,7 +10,7 @@ import (
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
 )
 
-// KeyShard: the ohmlab.fr/shard label (docs/sharding.md).
+// KeyShard: the ohmlab.fr/shard label (docs/users/sharding.md).
 const KeyShard = "metadata.labels[" + ohmlabv1alpha1.ShardLabel + "]"
 
 // ShardWarnings are the warnings of seed's shard label: a value that no

@@ -14,7 +14,7 @@ import (
 
 // rewriteFirstReleaseStatus writes status.managedKeys of an object stored
 // by the first release, a list of names, in today's shape, each key with an
-// unknown version (docs/upgrading.md). A status patch computed from the decoded
+// unknown version (docs/users/upgrading.md). A status patch computed from the decoded
 // object would leave the list as stored: the decoded names equal their
 // rewritten form. This patch carries the whole list, locked on the
 // resourceVersion read so that a stale copy never replaces a newer list.

@@ -20,7 +20,7 @@ import (
 // (Prometheus' pattern for metrics of objects kept elsewhere, as in
 // kube-state-metrics), instead of one child of a metric vector per series:
 // a child holds its label pairs and a map entry, which at scale is the
-// largest live part of the heap (docs/performance.md, "Memory"). Every
+// largest live part of the heap (docs/maintainers/performance.md, "Memory"). Every
 // update is O(1) in the number of objects.
 //
 // Metrics is a prometheus.Gatherer of its own families, served beside the

@@ -68,7 +68,7 @@ type Reconciler struct {
 	// Timeout bounds one reconcile.
 	Timeout time.Duration
 	// Selector chooses the objects of this process's shard
-	// (docs/sharding.md); an object it does not match is left to another
+	// (docs/users/sharding.md); an object it does not match is left to another
 	// process and forgotten here: its finalizer, status and path stay as
 	// they are. nil: every object.
 	Selector labels.Selector

@@ -88,7 +88,7 @@ func (r *Reconciler) resync(key types.NamespacedName, now time.Time) ctrl.Result
 // slot rather than once per object (such wake-ups, not the reconciles,
 // are most of a quiet resync's CPU); 60 slots keep the period spread: a
 // sixtieth of the objects at a time, 10 s apart at the default 10 min,
-// within the Vault client's burst (docs/performance.md).
+// within the Vault client's burst (docs/maintainers/performance.md).
 const resyncSlots = 60
 
 // untilPhase returns the time from now to the next instant whose offset in

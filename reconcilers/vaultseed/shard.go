@@ -18,7 +18,7 @@ import (
 )
 
 // owns says whether the object belongs to this process's shard
-// (docs/sharding.md). A nil Selector owns every object.
+// (docs/users/sharding.md). A nil Selector owns every object.
 func (r *Reconciler) owns(o client.Object) bool {
 	return r.Selector == nil || r.Selector.Matches(labels.Set(o.GetLabels()))
 }

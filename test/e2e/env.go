@@ -8,7 +8,7 @@
 // Vault token at the path the Deployment mounts, and the webhook's serving
 // certificate from the Secret the chart's Certificate names. The API server
 // reaches the webhook through the rendered Service (see
-// docs/webhook-routing.md). `make demo` (test/demo) and the end-to-end tests
+// docs/maintainers/webhook-routing.md). `make demo` (test/demo) and the end-to-end tests
 // share it.
 package e2e
 

@@ -1,5 +1,5 @@
 // Builds kube-router's network policy firewall, which `make cluster` runs on
-// the node so that the chart's NetworkPolicy is enforced (docs/real-node.md).
+// the node so that the chart's NetworkPolicy is enforced (docs/maintainers/real-node.md).
 // Used only in tests, never shipped. Kept apart from the main module: its
 // dependency graph is kube-router's own.
 module github.com/ohmlab/ohmlab-controller/test/tools/kube-router
