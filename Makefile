@@ -81,6 +81,29 @@ verify: ## Regenerate and fail on a diff; gofmt, go vet, CRD compatibility, no t
 	go run ./hack/crdcompat -accepted hack/crdcompat/accepted.yaml config/crd/released config/crd/bases
 	go run ./hack/trackedfiles
 	go run ./hack/housecheck
+verify: verify-modules
+
+# Every Go module of the tree: the product's (.) and the separate ones under hack/ and test/ (tracked or new).
+GO_MODULES = $(sort $(patsubst %/,%,$(dir $(shell git ls-files --cached --others --exclude-standard -- go.mod '*/go.mod'))))
+# The test modules' tidy loads their tools' whole dependency graphs (many GB from an empty module cache):
+# verify checks the product's and hack/'s modules; verify-test-modules checks the others.
+TEST_GO_MODULES = $(filter test/%,$(GO_MODULES))
+
+.PHONY: verify-modules verify-test-modules
+# A tool module lists what it builds as tool directives, so that tidy keeps their dependencies. No build
+# may rewrite a go.mod (the mod flag set to mod): what is built is what go.mod and go.sum say.
+verify-modules: ## Fail when the product's or hack/'s go.mod or go.sum is not what `go mod tidy` writes, or a build may rewrite them.
+	@$(call tidy-diff,$(filter-out $(TEST_GO_MODULES),$(GO_MODULES)))
+	@! grep -n -e '-mod[=]mod' $$(git ls-files Makefile 'mk/*.mk' '.ci/*') || { echo "the builds above may rewrite their go.mod: build each module as its go.mod and go.sum say" >&2; exit 1; }
+verify-test-modules: ## The same for the test modules (test/*): slow from an empty module cache.
+	@$(call tidy-diff,$(TEST_GO_MODULES))
+
+# tidy-diff fails when a module of $(1) is not tidy, printing the diff and the fix.
+define tidy-diff
+fail=; for m in $(1); do \
+  go -C $$m mod tidy -diff || { echo "$$m: go.mod or go.sum is not tidy (the diff above): run 'go -C $$m mod tidy' and commit" >&2; fail=1; }; \
+done; test -z "$$fail"
+endef
 
 ##@ Test tools (built once into bin/, from the Go module proxy)
 .PHONY: tools
@@ -96,7 +119,7 @@ $(BIN)/k8s/etcd: $(K8S_MOD)
 
 # Vault is BUSL-licensed: built for the tests only, never shipped.
 $(BIN)/vault: test/tools/vault/go.mod test/tools/vault/go.sum
-	cd test/tools/vault && go build -mod=mod $(TOOLS_GOFLAGS) -o $@ github.com/hashicorp/vault
+	cd test/tools/vault && go build $(TOOLS_GOFLAGS) -o $@ github.com/hashicorp/vault
 
 ##@ Demo
 RESYNC    ?= 10m

@@ -19,10 +19,10 @@ var renderings = []struct {
 	values string
 }{
 	{name: "vault split", values: "targets:\n  vault:\n    enabled: true\n    namespaces: [vault-operator-system]\n"},
-	{name: "vault observe-only with network policy", values: "targets:\n  vault:\n    enabled: true\n    observeOnly: true\n    namespaces: [vault-operator-system, tenant-a]\nnetworkPolicy:\n  enabled: true\n  apiServer: {cidrs: [10.0.0.1/32]}\n"},
+	{name: "vault observe-only with network policy", values: "targets:\n  vault:\n    enabled: true\n    observeOnly: true\n    namespaces: [vault-operator-system, tenant-a]\nnetworkPolicy:\n  enabled: true\n  apiServer: {cidrs: [10.0.0.1/32]}\n  extraEgress: [{to: [{ipBlock: {cidr: 10.0.0.5/32}}], ports: [{port: 8200}]}]\n"},
 	{name: "grouped process", values: "targets:\n  vault:\n    enabled: true\n    allowDelete: true\n    namespaces: [vault-operator-system]\ndeployments:\n  all: [vault, harbor, sonarqube]\n"},
 	{name: "vault with tenants", values: "targets:\n  vault:\n    enabled: true\n    namespaces: [vault-operator-system]\n    tenants:\n      enabled: true\n      namespaces: [team-a, team-b]\n      sharedSources: [ohmlab/shared/public/]\n"},
-	{name: "vault with shards and network policy", values: "targets:\n  vault:\n    enabled: true\n    shards: [a, b]\n    namespaces: [vault-operator-system]\nnetworkPolicy:\n  enabled: true\n  apiServer: {cidrs: [10.0.0.1/32]}\n"},
+	{name: "vault with shards and network policy", values: "targets:\n  vault:\n    enabled: true\n    shards: [a, b]\n    namespaces: [vault-operator-system]\nnetworkPolicy:\n  enabled: true\n  apiServer: {cidrs: [10.0.0.1/32]}\n  extraEgress: [{to: [{ipBlock: {cidr: 10.0.0.5/32}}], ports: [{port: 8200}]}]\n"},
 }
 
 // TestControllerLoadsEveryRenderedConfig runs each rendered process

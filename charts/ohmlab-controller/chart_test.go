@@ -625,6 +625,47 @@ networkPolicy:
 	}
 }
 
+// TestNetworkPolicyNeedsAWayToVault: a default-deny policy without an egress rule for Vault
+// would keep the Vault target from logging in, so the chart refuses to render it (a NOTES
+// warning is not shown by every installer) instead of installing a controller that cannot work.
+func TestNetworkPolicyNeedsAWayToVault(t *testing.T) {
+	const (
+		policyOn    = "networkPolicy: {enabled: true, apiServer: {cidrs: [10.0.0.1/32]}}\n"
+		vaultEgress = "    extraEgress: [{to: [{ipBlock: {cidr: 10.0.0.5/32}}], ports: [{port: 8200}]}]\n"
+	)
+	refused := []string{
+		"targets.vault.extraEgress: required with networkPolicy.enabled and the Vault target",
+		"without a rule to Vault (https://vault.vault-operator-system.svc:8200) the controller cannot log in",
+	}
+	tests := []struct {
+		name, values string
+		want         []string // the render error; nil: it renders
+		wantPolicies int
+	}{
+		{name: "no egress rule", values: vaultOn + policyOn, want: refused},
+		{name: "no egress rule, sharded", values: vaultOn + "    shards: [a]\n" + policyOn, want: refused},
+		{name: "no egress rule, grouped process", values: vaultOn + "deployments: {all: [vault, harbor]}\n" + policyOn, want: refused},
+		{name: "no egress rule, address in the message", values: vaultOn + "    backend: {address: https://vault.example.com:8200}\n" + policyOn,
+			want: []string{"without a rule to Vault (https://vault.example.com:8200)"}},
+		{name: "the target's extraEgress", values: vaultOn + vaultEgress + policyOn, wantPolicies: 1},
+		{name: "networkPolicy.extraEgress", values: vaultOn + "networkPolicy: {enabled: true, apiServer: {cidrs: [10.0.0.1/32]}, extraEgress: [{to: [{ipBlock: {cidr: 10.0.0.5/32}}]}]}\n", wantPolicies: 1},
+		{name: "the target's extraEgress, sharded", values: vaultOn + "    shards: [a]\n" + vaultEgress + policyOn, wantPolicies: 2},
+		{name: "policy off", values: vaultOn},
+		{name: "Vault target off", values: policyOn},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.want != nil {
+				wantRenderError(t, tt.values, tt.want)
+				return
+			}
+			if n := len(charttest.Filter(render(t, tt.values), "NetworkPolicy")); n != tt.wantPolicies {
+				t.Errorf("%d NetworkPolicies, want %d", n, tt.wantPolicies)
+			}
+		})
+	}
+}
+
 func TestWebhook(t *testing.T) {
 	objs := render(t, vaultOn+"webhook: {timeoutSeconds: 7}\n")
 	var vwc admissionregistrationv1.ValidatingWebhookConfiguration

@@ -64,6 +64,7 @@ func TestChartOnANode(t *testing.T) {
 		{"webhook refuses a bad object through its Service", env.webhookRefuses},
 		{"keycloak example Ready", env.keycloakReady},
 		{"NetworkPolicy enforced: metrics refused from another namespace, the webhook and probes reached", env.networkPolicyEnforced},
+		{"NetworkPolicy egress: Vault and the cluster DNS reached, any other address refused", env.networkPolicyEgress},
 		{"projected Vault token at the config's tokenFile", env.vaultToken},
 		{"rolling update answers every admission", env.rollingUpdate},
 		{"drain evicts one pod at a time and answers every admission", env.drain},

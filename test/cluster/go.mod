@@ -8,6 +8,7 @@ require (
 	github.com/hashicorp/vault/api v1.23.0
 	github.com/ohmlab/ohmlab-controller v0.0.0
 	github.com/ohmlab/ohmlab-controller/test/certmanager v0.0.0
+	golang.org/x/net v0.62.0
 	helm.sh/helm/v3 v3.22.0
 	k8s.io/api v0.37.2
 	k8s.io/apiextensions-apiserver v0.37.2
@@ -159,7 +160,6 @@ require (
 	golang.org/x/crypto v0.59.0 // indirect
 	golang.org/x/crypto/x509roots/fallback v0.0.0-20261030153154-30a33513ff6d // indirect
 	golang.org/x/exp v0.0.0-20260410095643-746e56fc9e2f // indirect
-	golang.org/x/net v0.62.0 // indirect
 	golang.org/x/oauth2 v0.37.0 // indirect
 	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect

@@ -1,8 +1,10 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
 	"net"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -82,6 +84,111 @@ func (e *env) networkPolicyEnforced(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("the policies: %s", describePolicies(policies.Items))
+	}
+}
+
+// networkPolicyEgress: the policy's egress is default deny. From a
+// controller pod (an ephemeral container in it, which shares its network
+// and so its policy) Vault connects (targets.vault.extraEgress) and a name
+// resolves through a DNS server in kube-system labelled k8s-app=kube-dns
+// (the chart's DNS rule, over UDP, and its TCP port connects), while a
+// server on the host and the same DNS server in another namespace are
+// refused. The control: a pod in default, which no policy selects, reaches
+// the host's server and resolves through both DNS servers, so a refusal
+// from the controller's pod is its policy's.
+func (e *env) networkPolicyEgress(t *testing.T) {
+	ctx := t.Context()
+	u, err := url.Parse(e.vault.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vault := u.Host
+	outside, err := HostListener(e.c.NodeIP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outside.Close()
+	dnsLabels := map[string]string{"k8s-app": "kube-dns"} // the chart's networkPolicy.dns.podSelector
+	dns := map[string]*corev1.Pod{}
+	for _, ns := range []string{"kube-system", "default"} {
+		pod, err := StartDNS(ctx, e.c, ns, "dns", dnsLabels, e.c.NodeIP)
+		if pod != nil {
+			defer func() {
+				del, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				_ = e.c.Client.Delete(del, pod)
+			}()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		dns[ns] = pod
+	}
+	lookup := func(ns string) string {
+		return "lookup:" + DNSName + "@" + net.JoinHostPort(dns[ns].Status.PodIP, "53")
+	}
+	dnsTCP := func(ns string) string { return net.JoinHostPort(dns[ns].Status.PodIP, "53") }
+	resolved := "resolved " + e.c.NodeIP
+
+	control, err := Dial(ctx, e.c, "default", "dial-egress", 0, []string{outside.Addr().String(), lookup("kube-system"), lookup("default")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for target, want := range map[string]string{outside.Addr().String(): "connected", lookup("kube-system"): resolved, lookup("default"): resolved} {
+		t.Logf("control, from a pod in default: %s %s", target, control[target])
+		if control[target] != want {
+			t.Fatalf("from a pod in default, which no policy selects, %s: %s, want %s", target, control[target], want)
+		}
+	}
+
+	pods, err := DeploymentPods(ctx, e.c, e.deployment(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pod *corev1.Pod
+	for i := range pods {
+		if PodReady(&pods[i]) {
+			pod = &pods[i]
+			break
+		}
+	}
+	if pod == nil {
+		t.Fatalf("no Ready controller pod: %s", DescribePods(pods))
+	}
+	for _, tt := range []struct {
+		container string
+		want      map[string]string // target -> result; "refused" for any refusal
+		// retry: a rule that selects the DNS pod holds its address only
+		// once kube-router has seen it start.
+		retry time.Duration
+	}{
+		{"egress-allowed", map[string]string{vault: "connected", lookup("kube-system"): resolved, dnsTCP("kube-system"): "connected"}, 30 * time.Second},
+		{"egress-denied", map[string]string{outside.Addr().String(): "refused", lookup("default"): "refused", dnsTCP("default"): "refused"}, 0},
+	} {
+		var targets []string
+		for target := range tt.want {
+			targets = append(targets, target)
+		}
+		got, err := DialFromPod(ctx, e.c, pod, tt.container, tt.retry, targets)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for target, want := range tt.want {
+			result := got[target]
+			t.Logf("from controller pod %s: %s %s", pod.Name, target, result)
+			if want == "refused" && !strings.HasPrefix(result, "refused: ") {
+				t.Errorf("from controller pod %s, %s: %s, want refused by the NetworkPolicy", pod.Name, target, result)
+			}
+			if want != "refused" && result != want {
+				t.Errorf("from controller pod %s, %s: %s, want %s", pod.Name, target, result, want)
+			}
+		}
+	}
+	if t.Failed() {
+		var policies networkingv1.NetworkPolicyList
+		if err := e.c.Client.List(ctx, &policies, client.InNamespace(Namespace)); err == nil {
+			t.Logf("the policies: %s", describePolicies(policies.Items))
+		}
 	}
 }
 

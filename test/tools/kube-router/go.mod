@@ -6,7 +6,9 @@ module github.com/ohmlab/ohmlab-controller/test/tools/kube-router
 
 go 1.26.0
 
-require github.com/cloudnativelabs/kube-router/v2 v2.1.0
+tool github.com/cloudnativelabs/kube-router/v2/cmd/kube-router
+
+require github.com/cloudnativelabs/kube-router/v2 v2.1.0 // indirect
 
 require (
 	github.com/Azure/go-ansiterm v0.0.0-20261006220739-8c912ac31dd4 // indirect

@@ -5,7 +5,7 @@ module github.com/ohmlab/ohmlab-controller/test/tools/vault
 
 go 1.26
 
-require github.com/hashicorp/vault v1.21.1
+require github.com/hashicorp/vault v1.21.1 // indirect
 
 require (
 	cel.dev/expr v0.24.0 // indirect
