@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -32,7 +31,7 @@ func (r *Reconciler) syncFinalizer(ctx context.Context, seed *ohmlabv1alpha1.Vau
 	// The optimistic lock makes a patch computed from a stale copy fail
 	// instead of dropping a finalizer someone else added meanwhile.
 	if err := r.Client.Patch(ctx, seed, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("updating the finalizer of %s: %w", klog.KObj(seed), err)
+		return fmt.Errorf("updating the finalizer of %s: %w", seeds.Owner(seed), err)
 	}
 	r.recordWrite(ctx, before.ResourceVersion, seed)
 	return nil
@@ -57,7 +56,7 @@ func (r *Reconciler) finalize(ctx context.Context, seed *ohmlabv1alpha1.VaultSee
 	before := seed.DeepCopy()
 	controllerutil.RemoveFinalizer(seed, ohmlabv1alpha1.Finalizer)
 	if err := r.Client.Patch(ctx, seed, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil && !apierrors.IsNotFound(err) {
-		return ctrl.Result{}, fmt.Errorf("removing the finalizer of %s: %w", klog.KObj(seed), err)
+		return ctrl.Result{}, fmt.Errorf("removing the finalizer of %s: %w", seeds.Owner(seed), err)
 	}
 	r.backoff.Forget(key)
 	return ctrl.Result{}, nil

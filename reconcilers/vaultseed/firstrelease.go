@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"slices"
 
-	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+	"github.com/ohmlab/ohmlab-controller/internal/seeds"
 )
 
 // rewriteFirstReleaseStatus writes status.managedKeys of an object stored
@@ -25,7 +25,7 @@ func (r *Reconciler) rewriteFirstReleaseStatus(ctx context.Context, seed *ohmlab
 	base := seed.DeepCopy()
 	base.Status.ManagedKeys = nil
 	if err := r.Client.Status().Patch(ctx, seed, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("rewriting status.managedKeys of %s, stored by the first release as names: %w", klog.KObj(seed), err)
+		return fmt.Errorf("rewriting status.managedKeys of %s, stored by the first release as names: %w", seeds.Owner(seed), err)
 	}
 	r.recordWrite(ctx, base.ResourceVersion, seed)
 	ctrl.LoggerFrom(ctx).Info("rewrote status.managedKeys, stored by the first release as names: their versions are unknown, so a prune keeps them", "keys", len(seed.Status.ManagedKeys))

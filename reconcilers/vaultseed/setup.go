@@ -206,7 +206,7 @@ func (r *Reconciler) deferAfterStart(seed *ohmlabv1alpha1.VaultSeed) bool {
 // its metrics, hash cache entries, backoff and per-object state.
 func (r *Reconciler) forgetObject(key types.NamespacedName) {
 	r.Metrics.forget(r.Target, key.Namespace, key.Name)
-	r.Generator.Cache.Forget(key.Namespace + "/" + key.Name)
+	r.Generator.Cache.Forget(key.String())
 	r.backoff.Forget(key)
 	r.store.forget(key)
 }
