@@ -8,13 +8,16 @@
 //     and a pointer to docs/ stay, the history and the figures go to docs/.
 //
 // `make verify` runs it from the module's root; it prints each finding as
-// file:line: problem and exits 1 when there is one.
+// file:line: problem and exits 1 when there is one. With -longest N it
+// prints the N longest product functions instead, longest first.
 package main
 
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -24,6 +27,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -57,6 +61,19 @@ type pkg struct {
 }
 
 func main() {
+	longest := flag.Int("longest", 0, "print the N longest product functions, and check nothing")
+	flag.Parse()
+	if *longest > 0 {
+		funcs, err := productFuncs()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "housecheck:", err)
+			os.Exit(2)
+		}
+		for _, f := range funcs[:min(*longest, len(funcs))] {
+			fmt.Printf("%4d %s:%d %s\n", f.lines, f.file, f.line, f.name)
+		}
+		return
+	}
 	findings, err := check()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "housecheck:", err)
@@ -87,25 +104,78 @@ func check() ([]string, error) {
 			}
 		}
 	}
-	deps, err := goList(append([]string{"-deps"}, binaries...)...)
+	files, err := productFiles()
 	if err != nil {
 		return nil, err
 	}
 	fset := token.NewFileSet()
+	for _, path := range files {
+		fs, err := checkFile(fset, path)
+		if err != nil {
+			return nil, err
+		}
+		findings = append(findings, fs...)
+	}
+	return findings, nil
+}
+
+// productFiles are the Go files of this module that the binaries are built
+// from.
+func productFiles() ([]string, error) {
+	deps, err := goList(append([]string{"-deps"}, binaries...)...)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
 	for _, d := range deps {
 		if d.Module == nil || d.Module.Path != module {
 			continue
 		}
 		for _, name := range d.GoFiles {
-			path := filepath.Join(d.Dir, name)
-			fs, err := checkFile(fset, path)
-			if err != nil {
-				return nil, err
-			}
-			findings = append(findings, fs...)
+			out = append(out, filepath.Join(d.Dir, name))
 		}
 	}
-	return findings, nil
+	return out, nil
+}
+
+// function is one product function and its length in lines.
+type function struct {
+	file, name  string
+	line, lines int
+}
+
+// productFuncs are the product's functions, longest first.
+func productFuncs() ([]function, error) {
+	files, err := productFiles()
+	if err != nil {
+		return nil, err
+	}
+	fset := token.NewFileSet()
+	var out []function
+	for _, path := range files {
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			return nil, err
+		}
+		for _, decl := range f.Decls {
+			if fn, ok := decl.(*ast.FuncDecl); ok && fn.Body != nil {
+				start, end := fset.Position(fn.Pos()).Line, fset.Position(fn.End()).Line
+				out = append(out, function{file: relative(path), name: fn.Name.Name, line: start, lines: end - start + 1})
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b function) int { return cmp.Compare(b.lines, a.lines) })
+	return out, nil
+}
+
+// relative is path relative to the working directory when it can be.
+func relative(path string) string {
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, path); err == nil {
+			return rel
+		}
+	}
+	return path
 }
 
 // checkFile returns the findings of one Go file: long functions and lab
@@ -119,12 +189,7 @@ func checkFile(fset *token.FileSet, path string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	name := path
-	if wd, err := os.Getwd(); err == nil {
-		if rel, err := filepath.Rel(wd, path); err == nil {
-			name = rel
-		}
-	}
+	name := relative(path)
 	var out []string
 	for _, decl := range f.Decls {
 		fn, ok := decl.(*ast.FuncDecl)
