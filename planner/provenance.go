@@ -169,25 +169,12 @@ func carried(d Desired, managed []string, changes []templating.Change, current m
 }
 
 // checkedPairs are the bcrypt pairs of the path that match with no bcrypt
-// compare (a restart costs no bcrypt): for each declared hash
-// recorded at version V (Desired.WrittenAt), the hash and its source as
-// version V holds them, V being the version read or an older one read to
-// carry the records forward ([versionReads]; nothing more is read for
-// this). A reconcile records a key at V only when it wrote version V, or
-// planned on V without changing the key ([managedStatus]: written,
-// carried, or left as it was by a write of V); either way the hash at V
-// matched its source at V, or that source was empty or over 72 bytes,
-// which Fill holds before it compares. So a pair the path still holds as
-// at V still matches, and any other pair (a person changed the hash or its
-// source since) is compared. No pair comes from an unknown version (the
-// first release's record), from a path without this object's owner marker
-// (being adopted, maybe written again by hand), or from a version past
-// status.version: the record of a path deleted and written again since
-// (its versions are other versions), or of a write that another process
-// made and this reconcile reports (intent.go), which no plan compared
-// with its sources. status.managedKeys is written by the controller: a
-// person who can write an object's status can make it take a hash for
-// checked, as they can make a prune remove a key.
+// compare: for each declared hash recorded at version V
+// (Desired.WrittenAt), the hash and its source as version V holds them, V
+// being the version read or an older one read anyway ([versionReads]). No
+// pair comes from an unknown version, from a path without this object's
+// owner marker, or from a version past status.version. Why a record at V
+// vouches for the pair: docs/DESIGN.md, "Hashes a restart need not compare".
 func checkedPairs(d Desired, path *vaultkv.Secret, current map[string]any, written map[int]*vaultkv.Secret) map[string]templating.BcryptPair {
 	if !path.Exists || path.Deleted || path.CustomMetadata[ohmlabv1alpha1.OwnerMetadataKey] != d.Owner {
 		return nil
