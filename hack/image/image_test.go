@@ -680,6 +680,10 @@ func TestReleaseBuildRefusesUncommittedWork(t *testing.T) {
 			refused: "is on no branch of remote origin (https://github.com/ohmlab/ohmlab-controller) as last fetched"},
 		{name: "credentials in the remote's URL", change: git("remote", "set-url", "origin", "https://x-access-token:s3cr3t@github.com/ohmlab/ohmlab-controller.git/"),
 			provenance: true},
+		{name: "credentials in the remote's URL, commit on no branch of it", change: func(t *testing.T, root string) {
+			git("remote", "set-url", "origin", "https://x-access-token:s3cr3t@github.com/ohmlab/ohmlab-controller.git")(t, root)
+			git("update-ref", "-d", "refs/remotes/origin/main")(t, root)
+		}, refused: "is on no branch of remote origin (https://github.com/ohmlab/ohmlab-controller)"},
 		{name: "SSH remote", change: git("remote", "set-url", "origin", "git@github.com:ohmlab/ohmlab-controller.git"), provenance: true},
 		{name: "the branch tracks a fork", change: func(t *testing.T, root string) {
 			git("remote", "add", "fork", "ssh://git@github.com:22/someone/ohmlab-controller")(t, root)
@@ -711,6 +715,9 @@ func TestReleaseBuildRefusesUncommittedWork(t *testing.T) {
 				Root: root, Out: out, Version: "1.2.3", Revision: revision, SourceDateEpoch: testEpoch,
 				Platforms: allPlatforms[:1], AllowDirty: tc.allowDirty,
 			}, io.Discard)
+			if err != nil && strings.Contains(err.Error(), "s3cr3t") {
+				t.Errorf("Build's error carries the remote's credentials: %v", err)
+			}
 			if tc.refused != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.refused) {
 					t.Fatalf("Build: %v, want a refusal naming %q", err, tc.refused)
@@ -752,5 +759,40 @@ func writeFile(t *testing.T, path, data string) {
 	}
 	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCanonicalRepository: a remote's URL, as git accepts it, names the
+// repository a verifier finds it at, never with the URL's credentials.
+func TestCanonicalRepository(t *testing.T) {
+	for _, tc := range []struct {
+		remote, want, refused string
+	}{
+		{remote: "https://github.com/ohmlab/ohmlab-controller", want: "https://github.com/ohmlab/ohmlab-controller"},
+		{remote: "https://github.com/ohmlab/ohmlab-controller.git/", want: "https://github.com/ohmlab/ohmlab-controller"},
+		{remote: "https://x-access-token:s3cr3t@github.com/ohmlab/ohmlab-controller.git", want: "https://github.com/ohmlab/ohmlab-controller"},
+		{remote: "https://git.example.com:8443/ohmlab/ohmlab-controller.git?ref=x#y", want: "https://git.example.com:8443/ohmlab/ohmlab-controller"},
+		{remote: "git@github.com:ohmlab/ohmlab-controller.git", want: "https://github.com/ohmlab/ohmlab-controller"},
+		{remote: "github.com:ohmlab/ohmlab-controller", want: "https://github.com/ohmlab/ohmlab-controller"},
+		{remote: "ssh://git@github.com:22/ohmlab/ohmlab-controller.git", want: "https://github.com/ohmlab/ohmlab-controller"},
+		{remote: "git://github.com/ohmlab/ohmlab-controller.git", want: "https://github.com/ohmlab/ohmlab-controller"},
+		{remote: "/srv/git/ohmlab-controller.git", want: "file:///srv/git/ohmlab-controller"},
+		{remote: "file:///srv/git/ohmlab-controller", want: "file:///srv/git/ohmlab-controller"},
+		{remote: "../ohmlab-controller", refused: "names no repository a verifier can find"},
+		{remote: "ftp://s3cr3t@example.com/repo", refused: `scheme "ftp"`},
+		{remote: "https://s3cr3t@example.com/%zz", refused: "its URL is not one"},
+	} {
+		t.Run(tc.remote, func(t *testing.T) {
+			got, err := canonicalRepository(tc.remote)
+			switch {
+			case tc.refused != "" && (err == nil || !strings.Contains(err.Error(), tc.refused)):
+				t.Errorf("canonicalRepository = %q, %v; want a refusal naming %q", got, err, tc.refused)
+			case tc.refused == "" && (err != nil || got != tc.want):
+				t.Errorf("canonicalRepository = %q, %v; want %q", got, err, tc.want)
+			}
+			if err != nil && strings.Contains(err.Error(), "s3cr3t") {
+				t.Errorf("the error carries the URL's credentials: %v", err)
+			}
+		})
 	}
 }
