@@ -5,7 +5,10 @@ module github.com/ohmlab/ohmlab-controller/hack/chart
 
 go 1.26.0
 
+toolchain go1.26.8
+
 require (
+	github.com/google/go-cmp v0.7.0
 	github.com/google/go-containerregistry v0.22.1
 	helm.sh/helm/v3 v3.22.0
 )

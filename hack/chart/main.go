@@ -2,13 +2,19 @@
 // OCI registry with Helm's library, as `helm package` and `helm push` do
 // (make chart):
 //
-//	chart package -chart DIR -version V -out DIR
+//	chart package -chart DIR -version V -out DIR [-image DIR] [-source-date-epoch S] [-allow-dirty]
 //	chart push    -file CHART.tgz -repo REGISTRY/PATH [-source-date-epoch S] [-insecure]
 //
-// package writes NAME-VERSION.tgz into -out and refuses a chart whose version
-// or appVersion is not -version (the VERSION file). push pushes it to
-// REGISTRY/PATH/NAME:VERSION and prints the reference by digest, the one to
-// sign and to install.
+// package writes NAME-VERSION.tgz into -out, every file's time the source
+// date (the same commit, the same archive), and refuses a chart whose version
+// or appVersion is not -version (the VERSION file). It refuses a working tree
+// that differs from its commit, untracked files included; the chart it
+// packages then pins image.digest to the digest make image wrote into -image,
+// whose provenance must name the same commit. -allow-dirty packages the tree
+// as it is, for development, and leaves image.digest as the chart has it
+// (clean or not).
+// push pushes it to REGISTRY/PATH/NAME:VERSION and prints the reference by
+// digest, the one to sign and to install.
 package main
 
 import (
@@ -33,14 +39,17 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	switch args[0] {
 	case "package":
-		var dir, version, out string
-		fs.StringVar(&dir, "chart", "../../charts/ohmlab-controller", "the chart's directory")
-		fs.StringVar(&version, "version", "", "the release (the VERSION file): the chart's version and appVersion must be it")
-		fs.StringVar(&out, "out", "../../dist", "output directory")
+		var o PackageOptions
+		fs.StringVar(&o.Chart, "chart", "../../charts/ohmlab-controller", "the chart's directory")
+		fs.StringVar(&o.Version, "version", "", "the release (the VERSION file): the chart's version and appVersion must be it")
+		fs.StringVar(&o.Out, "out", "../../dist", "output directory")
+		fs.StringVar(&o.Image, "image", "", "make image's output directory: its digest is pinned as image.digest")
+		fs.Int64Var(&o.SourceDateEpoch, "source-date-epoch", -1, "time of every file in the archive (default: the commit time)")
+		fs.BoolVar(&o.AllowDirty, "allow-dirty", false, "development chart: accept uncommitted changes, leave image.digest unset")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
-		file, err := Package(dir, version, out)
+		file, err := Package(o, stderr)
 		if err != nil {
 			return err
 		}

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -48,6 +50,9 @@ type BuildOptions struct {
 	// development build): the image is built but no provenance is written,
 	// since there is no commit that describes its sources.
 	AllowDirty bool
+	// Source is the repository the commit comes from, as the checkout's
+	// remote names it (https://host/path): Build sets it, for a release.
+	Source string
 }
 
 // BuildResult names what Build wrote.
@@ -103,7 +108,16 @@ func Build(o BuildOptions, log io.Writer) (*BuildResult, error) {
 			o.Revision, strings.Join(changes, "\n  "))
 	}
 	release := err == nil && len(changes) == 0
-	if !release {
+	if release {
+		o.Source, err = sourceRepository(root, o.Revision)
+		switch {
+		case err != nil && !o.AllowDirty:
+			return nil, fmt.Errorf("%w\na development build takes -allow-dirty (make image IMAGE_ALLOW_DIRTY=1) and has no provenance", err)
+		case err != nil:
+			fmt.Fprintf(log, "development build: %v\n", err)
+			release = false
+		}
+	} else {
 		fmt.Fprintf(log, "development build: the working tree is not commit %s, no provenance is written\n", o.Revision)
 	}
 	toolchain, err := pinnedToolchain(root)
@@ -264,6 +278,73 @@ func uncommitted(root string) ([]string, error) {
 		return strings.Split(s, "\n"), nil
 	}
 	return nil, nil
+}
+
+// sourceRepository is the repository commit revision comes from, as the
+// checkout at root sees it: the remote its branch tracks (else origin),
+// holding the commit on one of its branches as last fetched, its URL
+// without credentials as https://host/path (an SSH or scp-like address
+// names the same repository).
+func sourceRepository(root, revision string) (string, error) {
+	if _, err := git(root, "rev-parse", "--verify", "-q", revision+"^{commit}"); err != nil {
+		return "", fmt.Errorf("commit %s is not in the checkout", revision)
+	}
+	remote := "origin"
+	if branch, err := git(root, "symbolic-ref", "-q", "--short", "HEAD"); err == nil {
+		if r, err := git(root, "config", "branch."+branch+".remote"); err == nil && r != "" && r != "." {
+			remote = r
+		}
+	}
+	raw, err := git(root, "remote", "get-url", remote)
+	if err != nil {
+		return "", fmt.Errorf("the checkout has no remote %q: a release names the repository its commit comes from (git remote add %s %s.git)", remote, remote, SourceRepo)
+	}
+	repo, err := canonicalRepository(raw)
+	if err != nil {
+		return "", fmt.Errorf("remote %s: %w", remote, err)
+	}
+	held, err := git(root, "for-each-ref", "--contains", revision, "--format=%(refname)", "refs/remotes/"+remote+"/")
+	if err != nil {
+		return "", err
+	}
+	if held == "" {
+		return "", fmt.Errorf("commit %s is on no branch of remote %s (%s) as last fetched: a release is built from a commit its repository holds (push it, git fetch %s)", revision, remote, repo, remote)
+	}
+	return repo, nil
+}
+
+// scpLike is git's user@host:path address form.
+var scpLike = regexp.MustCompile(`^(?:[^@/]+@)?([^:/]+):(.+)$`)
+
+// canonicalRepository names a remote's repository: credentials, the .git
+// suffix and a trailing slash dropped; an SSH address as its https://
+// form (the same host serves both); a local path as file://.
+func canonicalRepository(raw string) (string, error) {
+	var u *url.URL
+	if m := scpLike.FindStringSubmatch(raw); m != nil && !strings.Contains(raw, "://") {
+		u = &url.URL{Scheme: "https", Host: m[1], Path: "/" + strings.TrimPrefix(m[2], "/")}
+	} else {
+		var err error
+		if u, err = url.Parse(raw); err != nil {
+			// url's error quotes the address, credentials included.
+			return "", fmt.Errorf("its URL is not one")
+		}
+		switch u.Scheme {
+		case "ssh", "git+ssh", "git":
+			u.Scheme, u.Host = "https", u.Hostname()
+		case "https", "http", "file":
+		case "":
+			if !filepath.IsAbs(raw) {
+				return "", fmt.Errorf("its URL %q names no repository a verifier can find", raw)
+			}
+			u = &url.URL{Scheme: "file", Path: raw}
+		default:
+			return "", fmt.Errorf("its URL's scheme %q names no repository a verifier can find", u.Scheme)
+		}
+	}
+	u.User, u.RawQuery, u.Fragment, u.RawPath = nil, "", "", ""
+	u.Path = strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), ".git")
+	return u.String(), nil
 }
 
 // pinnedToolchain is go.mod's toolchain directive (go1.26.8): the Go release

@@ -3,6 +3,7 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	stdcmp "cmp"
 	"crypto/sha256"
 	"debug/elf"
 	"encoding/json"
@@ -139,14 +140,24 @@ func snapshot(t testing.TB, to string, mtime time.Time) string {
 }
 
 // commitAll commits every file under dir into a new repository there, at
-// testEpoch, and returns the commit.
+// testEpoch, and returns the commit. Its remote origin is the project's
+// repository, whose main branch holds the commit as a clone just fetched
+// sees it.
 func commitAll(t testing.TB, dir string) string {
 	t.Helper()
 	gitIn(t, dir, "init", "-q")
 	gitIn(t, dir, "add", "-A")
-	gitIn(t, dir, "-c", "user.name=ohmlab", "-c", "user.email=ohmlab@example.invalid", "-c", "commit.gpgsign=false",
-		"commit", "-q", "--no-verify", "-m", "snapshot", "--date", "@"+fmt.Sprint(testEpoch))
+	commit(t, dir)
+	gitIn(t, dir, "remote", "add", "origin", SourceRepo+".git")
+	gitIn(t, dir, "update-ref", "refs/remotes/origin/main", "HEAD")
 	return gitIn(t, dir, "rev-parse", "HEAD")
+}
+
+// commit commits what is staged in dir, at testEpoch.
+func commit(t testing.TB, dir string) {
+	t.Helper()
+	gitIn(t, dir, "-c", "user.name=ohmlab", "-c", "user.email=ohmlab@example.invalid", "-c", "commit.gpgsign=false",
+		"commit", "-q", "--no-verify", "--allow-empty", "-m", "snapshot", "--date", "@"+fmt.Sprint(testEpoch))
 }
 
 // gitIn runs git in dir with fixed commit dates and no user configuration.
@@ -413,8 +424,14 @@ func TestProvenance(t *testing.T) {
 	}
 	host := runtime.GOOS + "/" + runtime.GOARCH
 	b := p.RunDetails.Builder
-	if want := "pkg:golang/golang.org/toolchain@v0.0.1-" + toolchain + "." + runtime.GOOS + "-" + runtime.GOARCH; b.ID != want {
+	// The builder is the release process, not a tool it runs: the Go
+	// toolchain is one of its dependencies.
+	if want := "https://github.com/ohmlab/ohmlab-controller/blob/main/docs/users/image.md#the-release-process"; b.ID != want {
 		t.Errorf("builder id %q, want %q", b.ID, want)
+	}
+	wantToolchain := resourceDescriptor{Name: "go toolchain", URI: "pkg:golang/golang.org/toolchain@v0.0.1-" + toolchain + "." + runtime.GOOS + "-" + runtime.GOARCH}
+	if len(b.BuilderDependencies) == 0 || !cmp.Equal(b.BuilderDependencies[0], wantToolchain) {
+		t.Errorf("builder dependencies do not start with the Go toolchain %v: %v", wantToolchain, b.BuilderDependencies)
 	}
 	if b.Version["go"] != toolchain || b.Version["host"] != host || b.Version["imageBuilderGo"] != runtime.Version() {
 		t.Errorf("builder version %v, want go %s on %s, the image builder's Go %s", b.Version, toolchain, host, runtime.Version())
@@ -603,8 +620,14 @@ func TestChartRunsTheImageAsItsUser(t *testing.T) {
 // commands in a fresh repository, changed in one way each: a release build
 // refuses any change that git status --porcelain reports, and binaries
 // whose build information names another commit than the one given; -allow-dirty
-// builds the tree as it is and leaves no provenance to attest.
+// builds the tree as it is and leaves no provenance to attest. The
+// provenance's source is the repository of the remote the branch tracks
+// (else origin), as its URL names it without credentials, and a release
+// is refused without one, or when none of its branches holds the commit.
 func TestReleaseBuildRefusesUncommittedWork(t *testing.T) {
+	git := func(args ...string) func(t *testing.T, root string) {
+		return func(t *testing.T, root string) { gitIn(t, root, args...) }
+	}
 	// write adds a file of package main that compiles beside main.go.
 	write := func(name string) func(t *testing.T, root string) {
 		return func(t *testing.T, root string) {
@@ -618,6 +641,7 @@ func TestReleaseBuildRefusesUncommittedWork(t *testing.T) {
 		allowDirty bool
 		refused    string // "": built
 		provenance bool
+		source     string // the provenance's source.uri: "" the project's
 	}{
 		{name: "clean", provenance: true},
 		{name: "ignored build output", change: write("dist/leftover.go"), provenance: true},
@@ -639,14 +663,33 @@ func TestReleaseBuildRefusesUncommittedWork(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, refused: "git status in " /* the root */},
-		{name: "revision other than the commit", revision: "0123456789abcdef0123456789abcdef01234567",
+		{name: "revision other than the commit", change: func(t *testing.T, root string) { commit(t, root) },
 			refused: `built from commit "`},
+		{name: "revision not in the checkout", revision: "0123456789abcdef0123456789abcdef01234567",
+			refused: "commit 0123456789abcdef0123456789abcdef01234567 is not in the checkout"},
 		{name: "untracked Go file, development build", change: write("cmd/ohmlab/extra.go"), allowDirty: true},
 		{name: "not a git checkout, development build", change: func(t *testing.T, root string) {
 			if err := os.RemoveAll(filepath.Join(root, ".git")); err != nil {
 				t.Fatal(err)
 			}
 		}, allowDirty: true},
+		// The source is the repository as the checkout's remote names it.
+		{name: "no remote", change: git("remote", "remove", "origin"), refused: `the checkout has no remote "origin"`},
+		{name: "no remote, development build", change: git("remote", "remove", "origin"), allowDirty: true},
+		{name: "commit on no branch of the remote", change: git("update-ref", "-d", "refs/remotes/origin/main"),
+			refused: "is on no branch of remote origin (https://github.com/ohmlab/ohmlab-controller) as last fetched"},
+		{name: "credentials in the remote's URL", change: git("remote", "set-url", "origin", "https://x-access-token:s3cr3t@github.com/ohmlab/ohmlab-controller.git/"),
+			provenance: true},
+		{name: "credentials in the remote's URL, commit on no branch of it", change: func(t *testing.T, root string) {
+			git("remote", "set-url", "origin", "https://x-access-token:s3cr3t@github.com/ohmlab/ohmlab-controller.git")(t, root)
+			git("update-ref", "-d", "refs/remotes/origin/main")(t, root)
+		}, refused: "is on no branch of remote origin (https://github.com/ohmlab/ohmlab-controller)"},
+		{name: "SSH remote", change: git("remote", "set-url", "origin", "git@github.com:ohmlab/ohmlab-controller.git"), provenance: true},
+		{name: "the branch tracks a fork", change: func(t *testing.T, root string) {
+			git("remote", "add", "fork", "ssh://git@github.com:22/someone/ohmlab-controller")(t, root)
+			git("update-ref", "refs/remotes/fork/main", "HEAD")(t, root)
+			git("config", "branch."+gitIn(t, root, "symbolic-ref", "--short", "HEAD")+".remote", "fork")(t, root)
+		}, provenance: true, source: "git+https://github.com/someone/ohmlab-controller"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root, out := t.TempDir(), t.TempDir()
@@ -672,6 +715,9 @@ func TestReleaseBuildRefusesUncommittedWork(t *testing.T) {
 				Root: root, Out: out, Version: "1.2.3", Revision: revision, SourceDateEpoch: testEpoch,
 				Platforms: allPlatforms[:1], AllowDirty: tc.allowDirty,
 			}, io.Discard)
+			if err != nil && strings.Contains(err.Error(), "s3cr3t") {
+				t.Errorf("Build's error carries the remote's credentials: %v", err)
+			}
 			if tc.refused != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.refused) {
 					t.Fatalf("Build: %v, want a refusal naming %q", err, tc.refused)
@@ -688,6 +734,20 @@ func TestReleaseBuildRefusesUncommittedWork(t *testing.T) {
 			case !tc.provenance && !errors.Is(err, os.ErrNotExist):
 				t.Errorf("a development build left provenance.json (%v):\n%s", err, prov)
 			}
+			if !tc.provenance {
+				return
+			}
+			var p provenance
+			if err := json.Unmarshal(prov, &p); err != nil {
+				t.Fatal(err)
+			}
+			want := resourceDescriptor{URI: stdcmp.Or(tc.source, "git+https://github.com/ohmlab/ohmlab-controller"), Digest: map[string]string{"gitCommit": revision}}
+			if diff := cmp.Diff(want, p.BuildDefinition.ExternalParameters.Source); diff != "" {
+				t.Errorf("source (-want +got):\n%s", diff)
+			}
+			if strings.Contains(string(prov), "s3cr3t") {
+				t.Error("the provenance carries the remote's credentials")
+			}
 		})
 	}
 }
@@ -699,5 +759,40 @@ func writeFile(t *testing.T, path, data string) {
 	}
 	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCanonicalRepository: a remote's URL, as git accepts it, names the
+// repository a verifier finds it at, never with the URL's credentials.
+func TestCanonicalRepository(t *testing.T) {
+	for _, tc := range []struct {
+		remote, want, refused string
+	}{
+		{remote: "https://github.com/ohmlab/ohmlab-controller", want: "https://github.com/ohmlab/ohmlab-controller"},
+		{remote: "https://github.com/ohmlab/ohmlab-controller.git/", want: "https://github.com/ohmlab/ohmlab-controller"},
+		{remote: "https://x-access-token:s3cr3t@github.com/ohmlab/ohmlab-controller.git", want: "https://github.com/ohmlab/ohmlab-controller"},
+		{remote: "https://git.example.com:8443/ohmlab/ohmlab-controller.git?ref=x#y", want: "https://git.example.com:8443/ohmlab/ohmlab-controller"},
+		{remote: "git@github.com:ohmlab/ohmlab-controller.git", want: "https://github.com/ohmlab/ohmlab-controller"},
+		{remote: "github.com:ohmlab/ohmlab-controller", want: "https://github.com/ohmlab/ohmlab-controller"},
+		{remote: "ssh://git@github.com:22/ohmlab/ohmlab-controller.git", want: "https://github.com/ohmlab/ohmlab-controller"},
+		{remote: "git://github.com/ohmlab/ohmlab-controller.git", want: "https://github.com/ohmlab/ohmlab-controller"},
+		{remote: "/srv/git/ohmlab-controller.git", want: "file:///srv/git/ohmlab-controller"},
+		{remote: "file:///srv/git/ohmlab-controller", want: "file:///srv/git/ohmlab-controller"},
+		{remote: "../ohmlab-controller", refused: "names no repository a verifier can find"},
+		{remote: "ftp://s3cr3t@example.com/repo", refused: `scheme "ftp"`},
+		{remote: "https://s3cr3t@example.com/%zz", refused: "its URL is not one"},
+	} {
+		t.Run(tc.remote, func(t *testing.T) {
+			got, err := canonicalRepository(tc.remote)
+			switch {
+			case tc.refused != "" && (err == nil || !strings.Contains(err.Error(), tc.refused)):
+				t.Errorf("canonicalRepository = %q, %v; want a refusal naming %q", got, err, tc.refused)
+			case tc.refused == "" && (err != nil || got != tc.want):
+				t.Errorf("canonicalRepository = %q, %v; want %q", got, err, tc.want)
+			}
+			if err != nil && strings.Contains(err.Error(), "s3cr3t") {
+				t.Errorf("the error carries the URL's credentials: %v", err)
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"log"
@@ -104,17 +105,40 @@ type kyvernoResult struct {
 
 var kyvernoSummary = regexp.MustCompile(`pass: \d+, fail: \d+, warn: \d+, error: \d+, skip: \d+`)
 
-// kyvernoApply runs kyverno apply of the policy to a Pod running image,
-// with registry access (anonymous: its own HOME holds no credentials) and
-// every request beyond loopback sent to proxy.
-func kyvernoApply(t *testing.T, bin, proxy, policy, image string) kyvernoResult {
+// workload is a Pod, or a Deployment as the chart renders its processes,
+// running image.
+func workload(kind, image string) string {
+	if kind == "Pod" {
+		return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: controller\n  namespace: ohmlab-controller\nspec:\n" +
+			"  containers:\n    - name: controller\n      image: " + image + "\n"
+	}
+	return `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: ohmlab-controller
+  namespace: ohmlab-controller
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app.kubernetes.io/name: ohmlab-controller}
+  template:
+    metadata:
+      labels: {app.kubernetes.io/name: ohmlab-controller}
+    spec:
+      containers:
+        - name: controller
+          image: ` + image + "\n"
+}
+
+// kyvernoApply runs kyverno apply of the policy to a workload of kind
+// running image, with registry access (anonymous: its own HOME holds no
+// credentials) and every request beyond loopback sent to proxy.
+func kyvernoApply(t *testing.T, bin, proxy, policy, kind, image string) kyvernoResult {
 	t.Helper()
 	dir := t.TempDir()
-	pod := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: controller\n  namespace: ohmlab-controller\nspec:\n" +
-		"  containers:\n    - name: controller\n      image: " + image + "\n"
 	writeFile(t, filepath.Join(dir, "policy.yaml"), policy)
-	writeFile(t, filepath.Join(dir, "pod.yaml"), pod)
-	cmd := exec.Command(bin, "apply", "policy.yaml", "--resource", "pod.yaml", "--registry", "--remove-color")
+	writeFile(t, filepath.Join(dir, "resource.yaml"), workload(kind, image))
+	cmd := exec.Command(bin, "apply", "policy.yaml", "--resource", "resource.yaml", "--registry", "--remove-color")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "HOME="+dir, "DOCKER_CONFIG="+filepath.Join(dir, ".docker"),
 		"HTTP_PROXY="+proxy, "HTTPS_PROXY="+proxy, "http_proxy="+proxy, "https_proxy="+proxy, "NO_PROXY=", "no_proxy=")
@@ -127,7 +151,7 @@ func kyvernoApply(t *testing.T, bin, proxy, policy, image string) kyvernoResult 
 	case err != nil:
 		t.Fatalf("kyverno apply: %v", err)
 	}
-	t.Logf("$ kyverno apply policy.yaml --resource pod.yaml (image %s): exit code %d\n%s", image, res.exitCode, out)
+	t.Logf("$ kyverno apply policy.yaml --resource resource.yaml (%s, image %s): exit code %d\n%s", kind, image, res.exitCode, out)
 	return res
 }
 
@@ -135,9 +159,13 @@ func kyvernoApply(t *testing.T, bin, proxy, policy, image string) kyvernoResult 
 // verify-images policy with Kyverno's own engine (bin/kyverno, its CLI,
 // built by make tools from test/tools/kyverno), offline, against a
 // registry on loopback: the release image that make sign signed and
-// attested is admitted (its tag rewritten to its digest); an unsigned
-// image and one signed and attested with another key are refused, and so is
-// the release image when the policy names another key.
+// attested is admitted (its tag rewritten to its digest), as a Pod and as a
+// Deployment. Refused: an unsigned image; one signed and attested with
+// another key; the release when the policy names another key; and, signed
+// with the release key, one it did not attest, one attested with another
+// predicate type, and ones attested with a provenance the release process
+// does not write (another builder, or built from a fork's clone): what the
+// policy checks beyond the key.
 //
 // The policy run is the README's second one, for an image signed without
 // the transparency log (as here: offline). The first, for make sign's
@@ -178,11 +206,20 @@ func TestKyvernoAdmitsOnlyTheSignedImage(t *testing.T) {
 	release, flags := offlineSigner(t, toolBin(t, "cosign"), host)
 	makeSign(t, release, host, out, flags)
 
-	// Two other images behind their own tags: one nobody signed, and one
-	// whose signature and attestation (the release's provenance, copied)
-	// are another key's.
-	pushTampered := func(tag, script string) string {
-		idx := tamper(t, res.Index, script)
+	// Other images, each behind its own tag, signed by hand as make sign
+	// does: by signer (none: unsigned), attested with a predicate of type
+	// predicateType (none: not attested) made from the release's
+	// provenance by edit.
+	cosignBin := toolBin(t, "cosign")
+	other, otherFlags := offlineSigner(t, cosignBin, host)
+	type signing struct {
+		signer        *cosignRun
+		flags         string
+		predicateType string
+		edit          func(p *provenance)
+	}
+	push := func(tag string, sg signing) {
+		idx := tamper(t, res.Index, "#!/bin/sh\necho "+tag+"\n")
 		ref, err := name.NewTag(host+"/ohmlab-controller:"+tag, name.Insecure)
 		if err != nil {
 			t.Fatal(err)
@@ -194,51 +231,94 @@ func TestKyvernoAdmitsOnlyTheSignedImage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return ref.Context().Digest(d.String()).String()
+		if sg.signer == nil {
+			return
+		}
+		digestRef := ref.Context().Digest(d.String()).String()
+		key := filepath.Join(sg.signer.dir, "cosign.key")
+		args := strings.Fields(sg.flags)
+		if _, err := sg.signer.run(append([]string{"sign", "--yes", "--key", key}, append(args, digestRef)...)...); err != nil {
+			t.Fatalf("cosign sign %s: %v", tag, err)
+		}
+		if sg.predicateType == "" {
+			return
+		}
+		raw, err := os.ReadFile(filepath.Join(out, "provenance.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p provenance
+		if err := json.Unmarshal(raw, &p); err != nil {
+			t.Fatal(err)
+		}
+		if sg.edit != nil {
+			sg.edit(&p)
+		}
+		if raw, err = json.Marshal(p); err != nil {
+			t.Fatal(err)
+		}
+		predicate := filepath.Join(t.TempDir(), "provenance.json")
+		writeFile(t, predicate, string(raw))
+		if _, err := sg.signer.run(append([]string{"attest", "--yes", "--key", key, "--type", sg.predicateType,
+			"--predicate", predicate}, append(args, digestRef)...)...); err != nil {
+			t.Fatalf("cosign attest %s: %v", tag, err)
+		}
 	}
-	pushTampered("unsigned", "#!/bin/sh\necho unsigned\n")
-	otherDigest := pushTampered("other-key", "#!/bin/sh\necho other key\n")
-	other, otherFlags := offlineSigner(t, toolBin(t, "cosign"), host)
-	key := filepath.Join(other.dir, "cosign.key")
-	otherArgs := strings.Fields(otherFlags)
-	if _, err := other.run(append([]string{"sign", "--yes", "--key", key}, append(otherArgs, otherDigest)...)...); err != nil {
-		t.Fatalf("cosign sign with another key: %v", err)
-	}
-	if _, err := other.run(append([]string{"attest", "--yes", "--key", key, "--type", "slsaprovenance1",
-		"--predicate", filepath.Join(out, "provenance.json")}, append(otherArgs, otherDigest)...)...); err != nil {
-		t.Fatalf("cosign attest with another key: %v", err)
-	}
+	const slsa = "slsaprovenance1"
+	push("unsigned", signing{})
+	push("other-key", signing{signer: &other, flags: otherFlags, predicateType: slsa})
+	push("signed-only", signing{signer: &release, flags: flags})
+	push("another-predicate", signing{signer: &release, flags: flags, predicateType: "https://example.com/provenance/v1"})
+	push("toolchain-builder", signing{signer: &release, flags: flags, predicateType: slsa, edit: func(p *provenance) {
+		p.RunDetails.Builder.ID = "pkg:golang/golang.org/toolchain@v0.0.1-go1.26.8.linux-amd64"
+	}})
+	push("fork", signing{signer: &release, flags: flags, predicateType: slsa, edit: func(p *provenance) {
+		p.BuildDefinition.ExternalParameters.Source.URI = "git+https://github.com/someone/ohmlab-controller"
+	}})
 
 	releasePub := filepath.Join(release.dir, "cosign.pub")
 	otherPub := filepath.Join(other.dir, "cosign.pub")
 	releaseTag := host + "/ohmlab-controller:" + testVersion(t)
+	tagged := func(tag string) string { return host + "/ohmlab-controller:" + tag }
+	const (
+		noSignature = ".attestors[0].entries[0].keys: sigstore bundle verification failed: no matching signatures found"
+		// No attestation of the policy's type that the key signed.
+		noAttestation = "image attestations verification failed, verifiedCount: 0, requiredCount: 1, error: sigstore bundle verification failed"
+		// The key's attestation, whose conditions do not hold.
+		conditions = "attestation checks failed for "
+	)
 	tests := []struct {
 		name   string
 		policy string
+		kind   string // Pod or Deployment
 		image  string
 		admit  bool
 		reason string // in Kyverno's output when it refuses
 		// outside is what Kyverno asks for beyond loopback.
 		outside []string
 	}{
-		{name: "the release, signed and attested by make sign", policy: forRegistry(t, offlinePolicy, host, releasePub), image: releaseTag, admit: true},
-		{name: "an unsigned image", policy: forRegistry(t, offlinePolicy, host, releasePub), image: host + "/ohmlab-controller:unsigned",
-			reason: "no matching signatures found"},
-		{name: "an image signed and attested with another key", policy: forRegistry(t, offlinePolicy, host, releasePub), image: host + "/ohmlab-controller:other-key",
-			reason: "no matching signatures found"},
-		{name: "the release, against the policy with another key", policy: forRegistry(t, offlinePolicy, host, otherPub), image: releaseTag,
-			reason: "no matching signatures found"},
-		{name: "the release, against the transparency log's policy, offline", policy: forRegistry(t, tlogPolicy, host, releasePub), image: releaseTag,
+		{name: "the release, signed and attested by make sign", policy: forRegistry(t, offlinePolicy, host, releasePub), kind: "Pod", image: releaseTag, admit: true},
+		{name: "the release in a Deployment", policy: forRegistry(t, offlinePolicy, host, releasePub), kind: "Deployment", image: releaseTag, admit: true},
+		{name: "an unsigned image", policy: forRegistry(t, offlinePolicy, host, releasePub), kind: "Pod", image: tagged("unsigned"), reason: noSignature},
+		{name: "an unsigned image in a Deployment", policy: forRegistry(t, offlinePolicy, host, releasePub), kind: "Deployment", image: tagged("unsigned"), reason: noSignature},
+		{name: "an image signed and attested with another key", policy: forRegistry(t, offlinePolicy, host, releasePub), kind: "Pod", image: tagged("other-key"), reason: noSignature},
+		{name: "the release, against the policy with another key", policy: forRegistry(t, offlinePolicy, host, otherPub), kind: "Pod", image: releaseTag, reason: noSignature},
+		{name: "signed with the release key, not attested", policy: forRegistry(t, offlinePolicy, host, releasePub), kind: "Pod", image: tagged("signed-only"), reason: noAttestation},
+		{name: "signed with the release key, not attested, in a Deployment", policy: forRegistry(t, offlinePolicy, host, releasePub), kind: "Deployment", image: tagged("signed-only"), reason: noAttestation},
+		{name: "signed and attested with the release key, another predicate type", policy: forRegistry(t, offlinePolicy, host, releasePub), kind: "Pod", image: tagged("another-predicate"), reason: noAttestation},
+		{name: "signed and attested with the release key, another builder", policy: forRegistry(t, offlinePolicy, host, releasePub), kind: "Pod", image: tagged("toolchain-builder"), reason: conditions},
+		{name: "signed and attested with the release key, built from a fork", policy: forRegistry(t, offlinePolicy, host, releasePub), kind: "Pod", image: tagged("fork"), reason: conditions},
+		{name: "the release, against the transparency log's policy, offline", policy: forRegistry(t, tlogPolicy, host, releasePub), kind: "Pod", image: releaseTag,
 			reason: "failed to get trusted material", outside: []string{"tuf-repo-cdn.sigstore.dev:443"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := kyvernoApply(t, kyverno, proxy.URL, tt.policy, tt.image)
+			got := kyvernoApply(t, kyverno, proxy.URL, tt.policy, tt.kind, tt.image)
 			asked := outside.take()
 			switch {
 			case tt.admit:
 				// Two passes: the signature and attestation checks, and the
-				// checks of the Pod as they left it (verifyDigest: its
+				// checks of the workload as they left it (verifyDigest: its
 				// image names a digest, so mutateDigest rewrote the tag;
 				// required: the image was verified). The CLI prints no
 				// resource that only verifyImages changed.
@@ -246,8 +326,8 @@ func TestKyvernoAdmitsOnlyTheSignedImage(t *testing.T) {
 					t.Errorf("kyverno apply refused the image: exit code %d, %q", got.exitCode, got.summary)
 				}
 			default:
-				// Two failures: the signature check, and required's check
-				// that every image of the Pod was verified.
+				// Two failures: the signature or attestation check, and
+				// required's check that every image was verified.
 				if got.exitCode == 0 || got.summary != "pass: 0, fail: 2, warn: 0, error: 0, skip: 0" {
 					t.Errorf("kyverno apply did not refuse the image: exit code %d, %q", got.exitCode, got.summary)
 				}

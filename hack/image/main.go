@@ -10,8 +10,10 @@
 // index), ohmlab-controller-VERSION.oci.tar (the same layout as one archive),
 // digest (the index digest) and provenance.json (the SLSA v1 provenance
 // predicate that make sign attests). build refuses a working tree that
-// differs from its commit, untracked files included; -allow-dirty builds it
-// anyway, for development, and writes no provenance.
+// differs from its commit, untracked files included, and a commit that no
+// branch of the checkout's remote holds (the provenance names that remote's
+// repository); -allow-dirty builds it anyway, for development, and writes
+// no provenance.
 package main
 
 import (

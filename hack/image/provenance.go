@@ -50,10 +50,11 @@ type runDetails struct {
 	Byproducts []resourceDescriptor `json:"byproducts,omitempty"`
 }
 
-// builder is what ran the build: the Go toolchain that compiled the
-// binaries (its release and host, the module the go command downloads it
-// as) and, as its dependencies, the modules of the program that assembled
-// the image's layers.
+// builder is what ran the build: this repository's release process (a
+// maintainer holding the release key runs make image and make sign from a
+// clean clone), with, as its dependencies, the Go toolchain that compiled
+// the binaries (its release and host, the module the go command downloads
+// it as) and the modules of the program that assembled the image's layers.
 type builder struct {
 	ID                  string               `json:"id"`
 	Version             map[string]string    `json:"version,omitempty"`
@@ -68,6 +69,11 @@ type resourceDescriptor struct {
 
 const buildType = SourceRepo + "/tree/main/hack/image#v1"
 
+// ReleaseBuilder is runDetails.builder.id: the release process that
+// docs/users/image.md describes, which runs this program. It is no hosted build
+// platform: whoever holds the release key builds and signs (SLSA Build L1).
+const ReleaseBuilder = SourceRepo + "/blob/main/docs/users/image.md#the-release-process"
+
 // toolchainID is the Go toolchain as the go command names it when it
 // downloads one (GOTOOLCHAIN): golang.org/toolchain@v0.0.1-go1.26.8.linux-amd64.
 func toolchainID(goVersion, host string) string {
@@ -75,13 +81,17 @@ func toolchainID(goVersion, host string) string {
 }
 
 // Provenance describes the build of the binaries (paths under
-// BIN/OS_ARCH/NAME) with toolchain: the source repository and commit, the
+// BIN/OS_ARCH/NAME) with toolchain: the source repository (o.Source, as the
+// checkout's remote names it) and commit, the
 // Go version and flags, and as materials the main module and every module
 // the toolchain linked in, read back from the binaries' own build
 // information. It refuses binaries whose build information names another
 // commit, a modified tree or another toolchain: it attests only that.
 func Provenance(o BuildOptions, toolchain string, binaries []string) ([]byte, error) {
-	src := resourceDescriptor{URI: "git+" + SourceRepo, Digest: map[string]string{"gitCommit": o.Revision}}
+	if o.Source == "" {
+		return nil, fmt.Errorf("no source repository: a release names the repository its commit comes from")
+	}
+	src := resourceDescriptor{URI: "git+" + o.Source, Digest: map[string]string{"gitCommit": o.Revision}}
 	p := provenance{
 		BuildDefinition: buildDefinition{
 			BuildType: buildType,
@@ -149,9 +159,10 @@ func Provenance(o BuildOptions, toolchain string, binaries []string) ([]byte, er
 	}
 	host := runtime.GOOS + "/" + runtime.GOARCH
 	p.RunDetails.Builder = builder{
-		ID:      toolchainID(toolchain, host),
+		ID:      ReleaseBuilder,
 		Version: map[string]string{"go": toolchain, "host": host, "imageBuilderGo": self.GoVersion},
 		BuilderDependencies: append([]resourceDescriptor{
+			{Name: "go toolchain", URI: toolchainID(toolchain, host)},
 			{Name: "image builder", URI: "pkg:golang/" + self.Main.Path + "@" + self.Main.Version},
 		}, sorted(mine)...),
 	}

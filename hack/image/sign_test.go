@@ -96,7 +96,10 @@ func offlineSigner(t *testing.T, bin, host string) (cosignRun, string) {
 // image-push pushed to host, and attests dist's provenance.
 func makeSign(t *testing.T, c cosignRun, host, dist, flags string) {
 	t.Helper()
-	sign := exec.Command("make", "--no-print-directory", "-C", repoRoot(t), "sign",
+	// -o: make sign's prerequisite bin/cosign is the tool toolBin found
+	// (bin/ may be shared), never rebuilt here when a checkout's
+	// test/tools/cosign/go.mod is newer than it.
+	sign := exec.Command("make", "--no-print-directory", "-C", repoRoot(t), "-o", filepath.Join(repoRoot(t), "bin", "cosign"), "sign",
 		"REGISTRY="+host, "DIST="+dist, "COSIGN_KEY="+filepath.Join(c.dir, "cosign.key"), "COSIGN_FLAGS="+flags)
 	sign.Env = c.env
 	signOut, err := sign.CombinedOutput()
