@@ -246,6 +246,16 @@ func TestValidateInputs(t *testing.T) {
 				"-:vo/t: e: unknown template kind (templates are lowercase: <random:N>, <hex:N>, <password:N>, <password:N:classes>, <vault-password:policy>, <uuid>, <age:secret>, <age:public>, <ssh:private>, <ssh:public>, <bcrypt:key.path>, <ref:mount/path#key.path>); a plain value cannot have the shape <name> or <name:args>\n"},
 		},
 		{
+			name: "a password rule that cannot be met is refused, naming the key",
+			stdin: vaultSeed("p", "  path: ohmlab/p\n  data:\n    db: {password: \"<password:2>\"}\n    a: \"<password:8:upper,Lower>\"\n"+
+				"    b: \"<password:8:symbol=!!>\"\n    c: \"<vault-password:..>\"\n    ok: \"<password:24:lower,symbol=!#,>\"\n    v: \"<vault-password:app-db>\"\n"),
+			args: []string{"validate", "-"},
+			want: result{Code: exitInvalid, Stdout: "-:vo/p: a: the classes of <password:N:classes> are upper, lower, digit and symbol (or symbol=CHARS, last), separated by ',', each at most once, found \"<password:8:upper,Lower>\"\n" +
+				"-:vo/p: b: the symbols of symbol=CHARS in <password:N:classes> are printable ASCII characters other than letters, digits, space, '<' and '>', each at most once, found \"<password:8:symbol=!!>\"\n" +
+				"-:vo/p: c: <vault-password:policy> needs the name of a Vault password policy: 1 to 128 letters, digits, '.', '_' and '-', not '.' or '..', found \"<vault-password:..>\"\n" +
+				"-:vo/p: db.password: the length N of <password:N:classes> must be at least its number of classes, to hold one character of each (<password:N> has 3: upper, lower, digit), found \"<password:2>\"\n"},
+		},
+		{
 			name:  "a template never closed is a warning: stored literally, and the template to write",
 			stdin: vaultSeed("u", "  path: ohmlab/u\n  data:\n    a: \"<random:12\"\n"),
 			args:  []string{"validate", "-"},
