@@ -404,7 +404,7 @@ func (an *analyser) staticLen(key string, depth int) int {
 		return pairOf(l.Kind).privateLen
 	}
 	switch l.Kind {
-	case KindRandom, KindHex:
+	case KindRandom, KindHex, KindPassword:
 		return l.Length
 	case KindPlain:
 		return len(Stringify(l.Value))

@@ -1,7 +1,8 @@
 // Package templating is the template language of VaultSeed's spec.data: it
 // parses leaves, analyses one object and a set of objects, and generates and
 // derives values from an injected randomness source (private keys and
-// bcrypt salts: crypto/rand, see [Generator]).
+// bcrypt salts: crypto/rand, see [Generator]), and asks Vault's password
+// policies through an injected function (Generator.VaultPassword).
 //
 // It is pure: no Kubernetes, no Vault, and it imports nothing else of this
 // module, so the reconciler, the admission webhook and the `ohmlab validate`
@@ -11,7 +12,8 @@
 // controller does with a path". In short:
 //
 //   - A leaf of spec.data is a plain value (string, number, boolean) or a
-//     string that is exactly one template: <random:N>, <hex:N>, <uuid>,
+//     string that is exactly one template: <random:N>, <hex:N>,
+//     <password:N>, <password:N:classes>, <vault-password:policy>, <uuid>,
 //     <age:secret>, <age:public>, <ssh:private>, <ssh:public>,
 //     <bcrypt:key.path> or <ref:mount/path#key.path> ([ParseLeaf]).
 //   - The two keys of a key pair (age, ssh) always belong together: their

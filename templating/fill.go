@@ -358,7 +358,11 @@ func (f *filler) fillGenerated(k string, l Leaf, present, regenerate bool) error
 			return err
 		}
 	}
-	v, err := f.g.Generate(l)
+	v, err := f.g.generate(f.ctx, l)
+	if err != nil && l.Kind == KindVaultPassword {
+		// Vault's refusal names the policy, not the key that asked.
+		return fmt.Errorf("templating: generating %s: %w", k, err)
+	}
 	if err != nil {
 		return err
 	}

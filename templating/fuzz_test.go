@@ -2,6 +2,7 @@ package templating
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"regexp"
@@ -22,10 +23,15 @@ func FuzzParseLeaf(f *testing.F) {
 		"<random:99999999999999999999>", "<\x00:1>", "<ünïcode:1>",
 		"<ref:m/../p#k>", "<ref:m/p q#k>", "<ref:m/p%2F#k>", " <random:8>", "<uuid>\n", "< random:8 >",
 		"pre-<random:8>", "<random:8", "<uuid<hex:2>", "<RANDOM:12>", "<Hex:3>", "<ref:noslash>", "<AGE:x>",
+		"<password:24>", "<password:2>", "<password:4:upper,lower,digit,symbol>", "<password:8:symbol=!#,:>",
+		"<password:8:symbol=>", "<password:8:symbol=aa>", "<password:8:upper,upper>", "<password:8:>", "<Password:8>",
+		"<password:4096:digit>", "<password:3:symbol,symbol=!>", "<vault-password:app>", "<vault-password:a/b>",
+		"<vault-password:>", "<vault-password>", "<Vault-Password:x>",
 	} {
 		f.Add(s)
 	}
-	known := []string{errRandom, errHex, errUUID, errAge, errSSH, errBcrypt, errRef, errRefPath, errUnknown}
+	known := []string{errRandom, errHex, errUUID, errAge, errSSH, errBcrypt, errRef, errRefPath, errUnknown,
+		errPasswordLength, errPasswordClasses, errPasswordShort, errPasswordEmpty, errPasswordSymbols, errVaultPassword}
 	f.Fuzz(func(t *testing.T, s string) {
 		l, err := ParseLeaf(s)
 		if err != nil {
@@ -55,7 +61,10 @@ func FuzzParseLeaf(f *testing.F) {
 		case l.Kind == KindRandom && (l.Length < 1 || l.Length > 4096),
 			l.Kind == KindHex && (l.Length < 2 || l.Length > 4096 || l.Length%2 != 0),
 			l.Kind == KindBcrypt && !validKeyPath(l.Source),
-			l.Kind == KindRef && (!ValidPath(l.Ref.Path) || !validKeyPath(l.Ref.Key)):
+			l.Kind == KindRef && (!ValidPath(l.Ref.Path) || !validKeyPath(l.Ref.Key)),
+			l.Kind == KindPassword && (l.Length < 1 || l.Length > 4096 || l.Length < l.Classes.count() || l.Classes == 0 ||
+				(l.Classes&ClassSymbol != 0) != (l.Symbols != "") || l.Symbols != "" && !validSymbols(l.Symbols)),
+			l.Kind == KindVaultPassword && !validPolicyName(l.Policy):
 			t.Fatalf("invalid leaf %+v accepted", l)
 		}
 		if tmpl, ok := LooksLikeTemplate(s); ok {
@@ -77,10 +86,62 @@ func FuzzParseLeaf(f *testing.F) {
 			}
 		}
 		if l.Generated() {
-			v, err := Generator{Rand: constReader(0)}.Generate(l)
+			v, err := Generator{Rand: constReader(0), Dry: l.Kind == KindVaultPassword}.Generate(l)
 			if err != nil || (l.Length > 0 && len(v) != l.Length) {
 				t.Fatalf("Generate(%+v) = %q, %v", l, v, err)
 			}
+		}
+	})
+}
+
+// FuzzPasswordTemplate: a password template, as any other leaf, is refused
+// with a message that names its key and shows the template as typed; one
+// accepted generates its length from its classes, each present.
+func FuzzPasswordTemplate(f *testing.F) {
+	for _, s := range []string{
+		"24", "2", "3", "4097", "0", "8:upper", "8:upper,lower,digit,symbol", "3:upper,lower,digit,symbol",
+		"8:symbol=!#,:", "8:symbol=", "8:symbol=!!", "8:symbol=a", "8:lower,symbol=~", "8:,", "8:digit,", "8:upper,upper",
+		"8:symbol,symbol=-", "8:symbol=-,upper", "x:upper", "8:UPPER", "8:symbol=\"'`$",
+	} {
+		f.Add("password", s)
+	}
+	for _, s := range []string{"app", "a/b", "", ".", "..", "a b", "p.q_r-s"} {
+		f.Add("vault-password", s)
+	}
+	f.Fuzz(func(t *testing.T, kind, args string) {
+		if kind != "password" && kind != "vault-password" {
+			return
+		}
+		tmpl := "<" + kind + ":" + args + ">"
+		a := Analyse(Object{Path: "m/p", Data: map[string]any{"app": map[string]any{"secret": tmpl}}})
+		l, err := ParseLeaf(tmpl)
+		if err != nil || l.Kind == KindPlain {
+			// Refused, or not template-shaped ('<' or '>' in args): a
+			// plain value, never stored as a password silently.
+			if err != nil && (len(a.Problems) != 1 || a.Problems[0].Key != "app.secret" || a.Problems[0].Reason != ReasonInvalidSpec ||
+				!strings.HasPrefix(a.Problems[0].Message, err.Error()+", found \"<"+kind)) {
+				t.Fatalf("%q refused with %v; problems %+v, want one naming app.secret", tmpl, err, a.Problems)
+			}
+			return
+		}
+		if a.Problems != nil {
+			t.Fatalf("%q accepted by ParseLeaf, refused by Analyse: %+v", tmpl, a.Problems)
+		}
+		if l.Kind != KindPassword {
+			return
+		}
+		v, err := Generator{Rand: &seqReader{next: byte(len(args))}}.Generate(l)
+		if err != nil || len(v) != l.Length {
+			t.Fatalf("Generate(%q): %d characters, %v", tmpl, len(v), err)
+		}
+		sets := l.Classes.sets(l.Symbols)
+		for _, set := range sets {
+			if !strings.ContainsAny(v, set) {
+				t.Fatalf("Generate(%q) lacks a class", tmpl)
+			}
+		}
+		if strings.Trim(v, strings.Join(sets, "")) != "" {
+			t.Fatalf("Generate(%q) holds a character outside its classes", tmpl)
 		}
 	})
 }
@@ -123,6 +184,7 @@ func FuzzAnalyse(f *testing.F) {
 	f.Add(`{"pw":"","h":"<bcrypt:pw>","k":{"x":1.5,"y":12345678901234567890}}`, "m", "pw")
 	f.Add(`{"a":{"b":{"c":{"d":"<hex:8>"}}},"e":"<uuid>","f":"<foo:1>"}`, "m/own", "a.b.c.d,e")
 	f.Add(`{"a":" <random:8>","b":"<ref:m/../p#k>","c":"< uuid >"}`, "m/./own", "")
+	f.Add(`{"pw":"<password:16:upper,symbol=!#>","h":"<bcrypt:pw>","v":"<vault-password:app>","w":"<password:2>"}`, "m/own", "pw,v")
 	f.Fuzz(func(t *testing.T, data, path, keys string) {
 		var tree map[string]any
 		dec := json.NewDecoder(strings.NewReader(data))
@@ -155,7 +217,8 @@ func FuzzAnalyse(f *testing.F) {
 				refs[k] = "v"
 			}
 		}
-		g := Generator{Rand: constReader(1), BcryptCost: bcrypt.MinCost}
+		g := Generator{Rand: constReader(1), BcryptCost: bcrypt.MinCost,
+			VaultPassword: func(context.Context, string) (string, error) { return "v", nil }}
 		res, err := g.Fill(t.Context(), a, FillInput{Refs: refs, Regenerate: a.RotationKeys})
 		if err != nil {
 			var empty *EmptySourceError

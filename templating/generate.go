@@ -22,8 +22,8 @@ var ErrBcryptInputTooLong = errors.New("templating: bcrypt input is longer than 
 // Generator generates and derives values (product document, "Templates").
 // The zero value is usable: crypto/rand and bcrypt's default cost, no cache.
 //
-// Randomness comes from two places. random, hex and uuid values read
-// [Generator.Rand]. The private keys of key pairs (<age:secret>,
+// Randomness comes from two places. random, hex, password and uuid values
+// read [Generator.Rand]. The private keys of key pairs (<age:secret>,
 // <ssh:private>) and bcrypt salts read crypto/rand: they are made by
 // libraries that take no reader (filippo.io/age's
 // age.GenerateX25519Identity, golang.org/x/crypto/bcrypt) or read
@@ -32,7 +32,7 @@ var ErrBcryptInputTooLong = errors.New("templating: bcrypt input is longer than 
 // encodings to feed them one. Tests that need exact output make crypto/rand
 // deterministic with testing/cryptotest.SetGlobalRandom.
 type Generator struct {
-	// Rand is the randomness of random, hex and uuid values: crypto/rand.Reader
+	// Rand is the randomness of random, hex, password and uuid values: crypto/rand.Reader
 	// in production (used when nil), a deterministic reader in tests. age
 	// and SSH private keys and bcrypt salts never come from it (see
 	// [Generator]).
@@ -53,6 +53,12 @@ type Generator struct {
 	// Slots, when set, bounds the bcrypt hashes and compares that run at
 	// once, across every Generator sharing it. May be nil (no bound).
 	Slots *BcryptSlots
+	// VaultPassword asks Vault's password policy of that name for a new
+	// password (<vault-password:policy>); its error names no value. A dry
+	// Generator makes [DryVaultPassword] without asking; without it, a
+	// vault-password fails to generate: this package never reaches Vault
+	// itself.
+	VaultPassword func(ctx context.Context, policy string) (string, error)
 }
 
 // BcryptSlots bounds how many bcrypt hashes and compares run at once in a
@@ -105,20 +111,37 @@ func (g Generator) rand() io.Reader {
 //   - random: Length characters from [A-Za-z0-9], uniform (rejection
 //     sampling, no modulo bias);
 //   - hex: Length lowercase hex characters (Length/2 random bytes);
+//   - password: Length characters, one of each of its Classes, the rest
+//     from their union, shuffled, each drawn uniformly (no modulo bias);
+//   - vault-password: what g.VaultPassword answers (see [Generator]);
 //   - uuid: a UUID version 4, "xxxxxxxx-xxxx-4xxx-[89ab]xxx-xxxxxxxxxxxx";
 //   - age-secret: an age X25519 identity "AGE-SECRET-KEY-1…" from
 //     age.GenerateX25519Identity; [AgePublic] gives its recipient;
 //   - ssh-private: an Ed25519 key in OpenSSH private key format, from
 //     golang.org/x/crypto/ssh; [SSHPublic] gives its public key.
 //
-// random, hex and uuid read g.Rand; private keys read crypto/rand, not
-// g.Rand (see [Generator]).
+// random, hex, password and uuid read g.Rand; private keys read
+// crypto/rand, not g.Rand (see [Generator]).
 //
 // It returns an error for any other kind, a length outside the template's
-// range, or a failing Rand (wrapped; random, hex and uuid only).
+// range, a failing Rand (wrapped; random, hex, password and uuid only), or
+// a failing g.VaultPassword (wrapped).
 func (g Generator) Generate(l Leaf) (string, error) {
+	v, err := g.generate(context.Background(), l)
+	if err != nil && l.Kind == KindVaultPassword {
+		return "", fmt.Errorf("templating: %w", err)
+	}
+	return v, err
+}
+
+// generate is Generate, asking Vault under ctx.
+func (g Generator) generate(ctx context.Context, l Leaf) (string, error) {
 	r := g.rand()
 	switch l.Kind {
+	case KindPassword:
+		return password(r, l)
+	case KindVaultPassword:
+		return g.vaultPassword(ctx, l)
 	case KindRandom:
 		if l.Length < MinRandomLength || l.Length > MaxRandomLength {
 			return "", errors.New("templating: random length must be from 1 to 4096")

@@ -44,6 +44,12 @@ const (
 	// KindRef is <ref:mount/path#key.path>: a copy of a key of a path,
 	// kept equal to its source.
 	KindRef Kind = "ref"
+	// KindPassword is <password:N> and <password:N:classes>: N characters
+	// holding at least one of each of its character classes (Classes).
+	KindPassword Kind = "password"
+	// KindVaultPassword is <vault-password:policy>: a password that Vault's
+	// password policy of that name generates.
+	KindVaultPassword Kind = "vault-password"
 )
 
 // Limits of <random:N> and <hex:N>, in characters.
@@ -76,21 +82,28 @@ type Leaf struct {
 	// int64, int or json.Number. Nil for templates. It may be a secret: never
 	// put it in a message.
 	Value any
-	// Length is N of <random:N> and <hex:N>, in characters.
+	// Length is N of <random:N>, <hex:N> and <password:N>, in characters.
 	Length int
 	// Source is the dotted key path hashed by a bcrypt leaf, in the same
 	// object.
 	Source string
 	// Ref is the source of a ref leaf.
 	Ref Ref
+	// Classes are the character classes of a password leaf (Length is its
+	// N), and Symbols its symbol set when Classes hold ClassSymbol.
+	Classes CharClasses
+	Symbols string
+	// Policy is the name of the Vault password policy of a vault-password
+	// leaf.
+	Policy string
 }
 
 // Generated reports whether the leaf's value is drawn from randomness:
-// random, hex, uuid and the private key of a key pair (age-secret,
-// ssh-private). Only generated keys can be rotated.
+// random, hex, uuid, password, vault-password and the private key of a key
+// pair (age-secret, ssh-private). Only generated keys can be rotated.
 func (l Leaf) Generated() bool {
 	switch l.Kind {
-	case KindRandom, KindHex, KindUUID:
+	case KindRandom, KindHex, KindUUID, KindPassword, KindVaultPassword:
 		return true
 	}
 	return isPrivate(l.Kind)
@@ -104,11 +117,11 @@ func (l Leaf) Derived() bool {
 }
 
 // templateList names every template, for messages.
-const templateList = "<random:N>, <hex:N>, <uuid>, <age:secret>, <age:public>, <ssh:private>, <ssh:public>, <bcrypt:key.path>, <ref:mount/path#key.path>"
+const templateList = "<random:N>, <hex:N>, <password:N>, <password:N:classes>, <vault-password:policy>, <uuid>, <age:secret>, <age:public>, <ssh:private>, <ssh:public>, <bcrypt:key.path>, <ref:mount/path#key.path>"
 
 // GeneratedTemplates names the templates whose values are generated, the
 // ones a rotation regenerates, for messages.
-const GeneratedTemplates = "<random:N>, <hex:N>, <uuid>, <age:secret>, <ssh:private>"
+const GeneratedTemplates = "<random:N>, <hex:N>, <password:N>, <vault-password:policy>, <uuid>, <age:secret>, <ssh:private>"
 
 // MaxPathLength is the longest path accepted, in bytes; the CRD's rule of
 // spec.path says the same.
@@ -224,6 +237,13 @@ func ParseLeaf(s string) (Leaf, error) {
 			return Leaf{}, errors.New("<hex:N> needs an even decimal length N from 2 to 4096")
 		}
 		return Leaf{Kind: KindHex, Template: s, Length: n}, nil
+	case "password":
+		return parsePassword(s, args, hasArgs)
+	case "vault-password":
+		if !hasArgs || !validPolicyName(args) {
+			return Leaf{}, errors.New(errVaultPassword)
+		}
+		return Leaf{Kind: KindVaultPassword, Template: s, Policy: args}, nil
 	case "uuid":
 		if hasArgs {
 			return Leaf{}, errors.New("<uuid> takes no argument")
@@ -381,7 +401,7 @@ func leadingName(s string) string {
 // knownKind reports whether name is the name of a template kind.
 func knownKind(name string) bool {
 	switch name {
-	case "random", "hex", "uuid", "bcrypt", "ref":
+	case "random", "hex", "uuid", "bcrypt", "ref", "password", "vault-password":
 		return true
 	}
 	return pairNamed(name) != nil

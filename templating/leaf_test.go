@@ -17,7 +17,7 @@ const (
 	errRef     = "<ref:mount/path#key.path> needs a path, then '#', then a dotted key path (no empty segment)"
 	errPath    = "spec.path must be <mount>/<path>: two or more segments of letters, digits, '.', '_' and '-', separated by '/' (no segment '.' or '..', at most 512 characters)"
 	errRefPath = "the path of <ref:mount/path#key.path> must be <mount>/<path>: two or more segments of letters, digits, '.', '_' and '-', separated by '/' (no segment '.' or '..', at most 512 characters)"
-	errUnknown = "unknown template kind (templates are lowercase: <random:N>, <hex:N>, <uuid>, <age:secret>, <age:public>, <ssh:private>, <ssh:public>, <bcrypt:key.path>, <ref:mount/path#key.path>); a plain value cannot have the shape <name> or <name:args>"
+	errUnknown = "unknown template kind (templates are lowercase: <random:N>, <hex:N>, <password:N>, <password:N:classes>, <vault-password:policy>, <uuid>, <age:secret>, <age:public>, <ssh:private>, <ssh:public>, <bcrypt:key.path>, <ref:mount/path#key.path>); a plain value cannot have the shape <name> or <name:args>"
 )
 
 func TestParseLeaf(t *testing.T) {

@@ -27,6 +27,8 @@ var generatedSize = map[Kind]int{
 	KindSSHPrivate: 420, // an ed25519 key in OpenSSH's PEM, newlines escaped
 	KindSSHPublic:  100,
 	KindBcrypt:     60,
+	// Vault's password policies generate at most 100 characters.
+	KindVaultPassword: 100,
 }
 
 // valueLen is the characters of the value of l, a leaf that is not a
@@ -36,7 +38,7 @@ func valueLen(l Leaf) int {
 	switch l.Kind {
 	case KindPlain:
 		return len(Stringify(l.Value))
-	case KindRandom, KindHex:
+	case KindRandom, KindHex, KindPassword:
 		return l.Length
 	}
 	return generatedSize[l.Kind]

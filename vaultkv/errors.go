@@ -59,9 +59,9 @@ var sentinels = map[Class]error{
 
 // Error is every error *Client returns.
 type Error struct {
-	// Op is the operation that failed: OpRead, OpWrite, OpMark, OpDelete;
-	// OpLogin when getting a token (before any of those) failed; "configure"
-	// for New.
+	// Op is the operation that failed: OpRead, OpWrite, OpMark, OpDelete,
+	// OpGenerate; OpLogin when getting a token (before any of those)
+	// failed; "configure" for New.
 	Op string
 	// Path is the KV path ("<mount>/<rest>"); for OpLogin the login path
 	// ("auth/<mount>/login") or the token file; for New the address.

@@ -13,7 +13,8 @@ import (
 //	ohmlab_backend_requests_total{target,operation,code}         counter
 //	ohmlab_backend_request_duration_seconds{target,operation}    histogram
 //
-// operation is read, write, mark, delete or login; code is a ClassOf value,
+// operation is read, write, mark, delete, login or generate (a password
+// from a Vault password policy); code is a ClassOf value,
 // or metadata_refused for the metadata read of ReadNew that a policy older
 // than the chart's refuses (the path is then read as Read does, a read of
 // its own): harmless, so not forbidden, which alert OhmlabBackendForbidden

@@ -151,7 +151,7 @@ func TestValidator(t *testing.T) {
 			wantCode: http.StatusUnprocessableEntity, wantMessage: `VaultSeed.ohmlab.fr "c" is invalid: k: Invalid value: reference cycle: ohmlab/a -> ohmlab/b -> ohmlab/c -> ohmlab/a`},
 		{name: "a legal but surprising spec is admitted with a warning", op: admissionv1.Create,
 			obj: withRotate, wantAllowed: true, wantCode: http.StatusOK,
-			wantWarnings: []string{"spec.rotate: rotate has no keys and data declares no generated key (<random:N>, <hex:N>, <uuid>, <age:secret>, <ssh:private>): a new token regenerates nothing"}},
+			wantWarnings: []string{"spec.rotate: rotate has no keys and data declares no generated key (<random:N>, <hex:N>, <password:N>, <vault-password:policy>, <uuid>, <age:secret>, <ssh:private>): a new token regenerates nothing"}},
 		{name: "a change of spec.path is refused", op: admissionv1.Update,
 			obj: moved, old: seed("a", "ohmlab/a", ""), cached: []*ohmlabv1alpha1.VaultSeed{seed("a", "ohmlab/a", "")},
 			wantCode:    http.StatusUnprocessableEntity,

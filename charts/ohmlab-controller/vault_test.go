@@ -50,10 +50,11 @@ func readPolicy(t *testing.T, name string) map[string][]string {
 func TestVaultPolicy(t *testing.T) {
 	data, metadata := []string{"read", "update"}, []string{"create", "patch", "read"}
 	want := map[string][]string{
-		"ohmlab/data/platforms/+/+/*":     data,
-		"ohmlab/metadata/platforms/+/+/*": metadata,
-		"secret/data/platforms/+/+/*":     data,
-		"secret/metadata/platforms/+/+/*": metadata,
+		"ohmlab/data/platforms/+/+/*":      data,
+		"ohmlab/metadata/platforms/+/+/*":  metadata,
+		"secret/data/platforms/+/+/*":      data,
+		"secret/metadata/platforms/+/+/*":  metadata,
+		"sys/policies/password/+/generate": {"read"},
 	}
 	policy := readPolicy(t, "policy.hcl")
 	if diff := cmp.Diff(want, policy); diff != "" {

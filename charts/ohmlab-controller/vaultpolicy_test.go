@@ -61,12 +61,23 @@ var vaultCalls = []vaultCall{
 	}},
 }
 
+// generateCall asks the password policy testPasswordPolicy, as a
+// <vault-password:> key does (the reconciler's generation, between the read
+// and the writes). Not among vaultCalls: a tenant's identity is not given it.
+var generateCall = vaultCall{"generate a password (<vault-password:>)", func(ctx context.Context, kv vaultkv.KV, _ string) error {
+	_, err := kv.(*vaultkv.Client).GeneratePassword(ctx, testPasswordPolicy)
+	return err
+}}
+
+const testPasswordPolicy = "app-db"
+
 var deleteCall = vaultCall{"delete a path (deletionPolicy Delete)", func(ctx context.Context, kv vaultkv.KV, path string) error {
 	return kv.Delete(ctx, path)
 }}
 
 // TestVaultPolicyIsMinimal proves each capability of vault/policy.hcl
-// against a real Vault: the controller's calls all succeed with the policy;
+// against a real Vault: the controller's calls (KV, and a password from a
+// Vault password policy) all succeed with the policy;
 // removing any one capability makes a named call fail with 403; the delete
 // grant lives only in policy-allow-delete.hcl.
 func TestVaultPolicyIsMinimal(t *testing.T) {
@@ -75,6 +86,11 @@ func TestVaultPolicyIsMinimal(t *testing.T) {
 	v := harness.VaultForTest(t)
 	policy := readPolicy(t, "policy.hcl")
 	allowDelete := readPolicy(t, "policy-allow-delete.hcl")
+	if _, err := v.Client.Logical().WriteWithContext(ctx, "sys/policies/password/"+testPasswordPolicy, map[string]any{"policy": `length = 20
+rule "charset" { charset = "abcdefghijklmnopqrstuvwxyz0123456789" }`}); err != nil {
+		t.Fatal(err)
+	}
+	calls := append(slices.Clone(vaultCalls), generateCall)
 
 	n := 0
 	run := func(t *testing.T, policies map[string]map[string][]string, calls []vaultCall, mount string) (string, error) {
@@ -106,25 +122,26 @@ func TestVaultPolicyIsMinimal(t *testing.T) {
 	}
 
 	for _, mount := range []string{"ohmlab", "secret"} {
-		if call, err := run(t, map[string]map[string][]string{"full": policy}, vaultCalls, mount); err != nil {
+		if call, err := run(t, map[string]map[string][]string{"full": policy}, calls, mount); err != nil {
 			t.Fatalf("with policy.hcl, %q on mount %s fails: %v", call, mount, err)
 		}
-		if call, err := run(t, map[string]map[string][]string{"full": policy}, append(slices.Clone(vaultCalls), deleteCall), mount); call != deleteCall.name || !errors.Is(err, vaultkv.ErrForbidden) {
+		if call, err := run(t, map[string]map[string][]string{"full": policy}, append(slices.Clone(calls), deleteCall), mount); call != deleteCall.name || !errors.Is(err, vaultkv.ErrForbidden) {
 			t.Errorf("without policy-allow-delete.hcl, the first failing call on mount %s is %q (%v), want %q refused", mount, call, err, deleteCall.name)
 		}
 		both := map[string]map[string][]string{"full": policy, "delete": allowDelete}
-		if call, err := run(t, both, append(slices.Clone(vaultCalls), deleteCall), mount); err != nil {
+		if call, err := run(t, both, append(slices.Clone(calls), deleteCall), mount); err != nil {
 			t.Errorf("with both policies, %q on mount %s fails: %v", call, mount, err)
 		}
 	}
 
 	// Which call needs each capability, on either mount.
 	want := map[string]string{
-		"data read":       "read an absent path",
-		"data update":     "write a new path (cas=0)",
-		"metadata create": "mark a new path (owner marker)",
-		"metadata read":   "read a new path's metadata",
-		"metadata patch":  "mark a new path (owner marker)",
+		"data read":                             "read an absent path",
+		"data update":                           "write a new path (cas=0)",
+		"metadata create":                       "mark a new path (owner marker)",
+		"metadata read":                         "read a new path's metadata",
+		"metadata patch":                        "mark a new path (owner marker)",
+		"sys/policies/password/+/generate read": generateCall.name,
 	}
 	got := map[string]string{}
 	for _, pattern := range slices.Sorted(maps.Keys(policy)) {
@@ -137,7 +154,7 @@ func TestVaultPolicyIsMinimal(t *testing.T) {
 		for _, capability := range policy[pattern] {
 			reduced := maps.Clone(policy)
 			reduced[pattern] = slices.DeleteFunc(slices.Clone(policy[pattern]), func(c string) bool { return c == capability })
-			call, err := run(t, map[string]map[string][]string{"reduced": reduced}, vaultCalls, mount)
+			call, err := run(t, map[string]map[string][]string{"reduced": reduced}, calls, mount)
 			key := kind + " " + capability
 			switch {
 			case call == "":

@@ -243,7 +243,17 @@ func TestValidateInputs(t *testing.T) {
 			want: result{Code: exitInvalid, Stdout: "-:vo/t: a: <random:N> needs a decimal length N from 1 to 4096, found \"<random:0>\"\n" +
 				"-:vo/t: b.c: <ref:mount/path#key.path> needs a path, then '#', then a dotted key path (no empty segment), found \"<ref:noslash>\"\n" +
 				"-:vo/t: d: template kinds are lowercase: write \"<random:12>\", found \"<RANDOM:12>\"\n" +
-				"-:vo/t: e: unknown template kind (templates are lowercase: <random:N>, <hex:N>, <uuid>, <age:secret>, <age:public>, <ssh:private>, <ssh:public>, <bcrypt:key.path>, <ref:mount/path#key.path>); a plain value cannot have the shape <name> or <name:args>\n"},
+				"-:vo/t: e: unknown template kind (templates are lowercase: <random:N>, <hex:N>, <password:N>, <password:N:classes>, <vault-password:policy>, <uuid>, <age:secret>, <age:public>, <ssh:private>, <ssh:public>, <bcrypt:key.path>, <ref:mount/path#key.path>); a plain value cannot have the shape <name> or <name:args>\n"},
+		},
+		{
+			name: "a password rule that cannot be met is refused, naming the key",
+			stdin: vaultSeed("p", "  path: ohmlab/p\n  data:\n    db: {password: \"<password:2>\"}\n    a: \"<password:8:upper,Lower>\"\n"+
+				"    b: \"<password:8:symbol=!!>\"\n    c: \"<vault-password:..>\"\n    ok: \"<password:24:lower,symbol=!#,>\"\n    v: \"<vault-password:app-db>\"\n"),
+			args: []string{"validate", "-"},
+			want: result{Code: exitInvalid, Stdout: "-:vo/p: a: the classes of <password:N:classes> are upper, lower, digit and symbol (or symbol=CHARS, last), separated by ',', each at most once, found \"<password:8:upper,Lower>\"\n" +
+				"-:vo/p: b: the symbols of symbol=CHARS in <password:N:classes> are printable ASCII characters other than letters, digits, space, '<' and '>', each at most once, found \"<password:8:symbol=!!>\"\n" +
+				"-:vo/p: c: <vault-password:policy> needs the name of a Vault password policy: 1 to 128 letters, digits, '.', '_' and '-', not '.' or '..', found \"<vault-password:..>\"\n" +
+				"-:vo/p: db.password: the length N of <password:N:classes> must be at least its number of classes, to hold one character of each (<password:N> has 3: upper, lower, digit), found \"<password:2>\"\n"},
 		},
 		{
 			name:  "a template never closed is a warning: stored literally, and the template to write",
@@ -273,7 +283,7 @@ func TestValidateInputs(t *testing.T) {
 			name:  "warnings go to stderr and do not fail",
 			stdin: vaultSeed("a", "  path: ohmlab/a\n  data:\n    p: "+secret+"\n  rotate:\n    token: \"1\"\n"),
 			args:  []string{"validate", "-"},
-			want:  result{Code: exitValid, Stderr: "-:vo/a: warning: spec.rotate: rotate has no keys and data declares no generated key (<random:N>, <hex:N>, <uuid>, <age:secret>, <ssh:private>): a new token regenerates nothing\n"},
+			want:  result{Code: exitValid, Stderr: "-:vo/a: warning: spec.rotate: rotate has no keys and data declares no generated key (<random:N>, <hex:N>, <password:N>, <vault-password:policy>, <uuid>, <age:secret>, <ssh:private>): a new token regenerates nothing\n"},
 		},
 		{
 			name:  "a path copied from vault kv get's Secret Path (data/ after the mount) is a warning, not a refusal",

@@ -228,9 +228,16 @@ func (r *Reconciler) attempt(ctx context.Context, in planner.Input, reader plann
 	}
 	p, err := r.decide(ctx, in, o)
 	var stopped *templating.StoppedError
+	var backend *vaultkv.Error
 	switch {
 	case errors.As(err, &stopped) && ctx.Err() == nil:
 		return outcome{Result: planner.StalledResult(ohmlabv1alpha1.ReasonGenerationTimeout, planner.Text(r.generationTimeoutMessage(in)))}, nil
+	case errors.As(err, &backend):
+		// Vault's answer to a <vault-password:> key, which generation asks:
+		// reported as any other answer of Vault, with the key it is for.
+		out := backendOutcome(err)
+		out.path = o.Path
+		return out, nil
 	case err != nil:
 		return outcome{}, err
 	case p.Outcome == planner.OutcomeNewer:

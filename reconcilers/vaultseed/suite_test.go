@@ -160,10 +160,16 @@ func startController(t testing.TB, opts controllerOptions) *fixture {
 	if opts.bcryptCost == 0 {
 		opts.bcryptCost = 4
 	}
+	gen := templating.Generator{BcryptCost: opts.bcryptCost, Cache: templating.NewHashCache(rand.Reader)}
+	if kv, ok := opts.kv.(*vaultkv.Client); ok {
+		// As reconcilers/vault.go wires it: the password policies of the
+		// Vault the controller writes to, with its identity.
+		gen.VaultPassword = kv.GeneratePassword
+	}
 	r := &Reconciler{
 		Client:       c,
 		KV:           f.kv,
-		Generator:    templating.Generator{BcryptCost: opts.bcryptCost, Cache: templating.NewHashCache(rand.Reader)},
+		Generator:    gen,
 		Recorder:     mgr.GetEventRecorder("ohmlab-controller"),
 		Metrics:      NewMetrics(prometheus.NewRegistry()),
 		Target:       "vault",

@@ -1,9 +1,9 @@
 # Vault policy of the ohmlab controller's Vault target (policy name: ohmlab-controller).
 #
 # KV v2 data and metadata under platforms/<platform>/<tier>/... of the system mount (ohmlab) and
-# of the instance's mount (secret), and nothing else: no identity, policies, auth methods,
-# mounts, other tokens, not even its own token's lookup/renew (the controller logs in again
-# instead). For other mount names, replace "ohmlab" and "secret" below (the README's "Vault
+# of the instance's mount (secret), and passwords from Vault's password policies; nothing else: no
+# identity, policies, auth methods, mounts, other tokens, not even its own token's lookup/renew
+# (the controller logs in again instead). For other mount names, replace "ohmlab" and "secret" below (the README's "Vault
 # side" shows the template).
 #
 # Each capability is needed by one of the controller's calls (TestVaultPolicyIsMinimal removes
@@ -20,6 +20,9 @@
 #             patch:  PATCH <mount>/metadata/<path>: merge the owner marker and the rotation
 #                     token into custom_metadata
 #             create: POST <mount>/metadata/<path>: the same on a path that has no metadata yet
+#   sys/policies/password/<name>/generate
+#             read:   GET: a <vault-password:name> key's value, from Vault's password policy of
+#                     that name. It only generates; the policies themselves stay unreadable.
 # Deleting a path (deletionPolicy: Delete) needs policy-allow-delete.hcl as well.
 
 path "ohmlab/data/platforms/+/+/*" {
@@ -36,4 +39,8 @@ path "secret/data/platforms/+/+/*" {
 
 path "secret/metadata/platforms/+/+/*" {
   capabilities = ["read", "create", "patch"]
+}
+
+path "sys/policies/password/+/generate" {
+  capabilities = ["read"]
 }
