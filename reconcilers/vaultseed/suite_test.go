@@ -32,6 +32,7 @@ import (
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
 	"github.com/ohmlab/ohmlab-controller/internal/seedindex"
+	"github.com/ohmlab/ohmlab-controller/internal/tenancy"
 	"github.com/ohmlab/ohmlab-controller/templating"
 	"github.com/ohmlab/ohmlab-controller/test/harness"
 	"github.com/ohmlab/ohmlab-controller/vaultkv"
@@ -98,6 +99,12 @@ type controllerOptions struct {
 	concurrency int
 	// bcryptCost is the generator's; default 4, the least, for fast tests.
 	bcryptCost int
+	// more are namespaces the controller watches besides the fixture's.
+	more []string
+	// tenants, tenantKV and skipScopeCheck are the reconciler's.
+	tenants        tenancy.Config
+	tenantKV       KVSource
+	skipScopeCheck bool
 }
 
 // fixture is one test's controller and namespace.
@@ -142,13 +149,18 @@ func startController(t testing.TB, opts controllerOptions) *fixture {
 			return opts.cache(c), nil
 		}
 	}
+	namespaces := map[string]cache.Config{ns: {}}
+	for _, more := range opts.more {
+		g.Expect(cp.EnsureNamespace(ctx, more)).To(Succeed())
+		namespaces[more] = cache.Config{}
+	}
 	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
 		NewCache:               newCache,
 		Scheme:                 cp.Scheme,
 		Logger:                 logger,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		Cache:                  cache.Options{DefaultNamespaces: namespaces},
 		Controller:             config.Controller{SkipNameValidation: new(true)},
 	})
 	g.Expect(err).NotTo(HaveOccurred())
@@ -172,6 +184,10 @@ func startController(t testing.TB, opts controllerOptions) *fixture {
 		ResyncPeriod: opts.resync,
 		Timeout:      opts.timeout,
 		Selector:     opts.selector,
+		Tenants:      opts.tenants,
+		TenantKV:     opts.tenantKV,
+
+		skipScopeCheck: opts.skipScopeCheck,
 	}
 	if opts.concurrency == 0 {
 		opts.concurrency = 2
