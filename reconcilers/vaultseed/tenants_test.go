@@ -93,15 +93,19 @@ func TestTenantObjectsUnderTheirOwnIdentity(t *testing.T) {
 // TestVaultRefusesATenantOutsideItsPrefix: with the reconcile-time scope
 // check off and the controller's own policy widened to the whole mount, a
 // tenant's object that reaches outside its prefix (another tenant's path, a
-// platform path, the shared source, a <ref:> to a platform path) is still
-// refused by Vault (403, Forbidden): the requests are made with the
-// tenant's login, never the controller's token, and nothing is written.
+// platform path, the shared source, a <ref:> to a platform object's path)
+// is still refused by Vault (403, Forbidden): the requests are made with
+// the tenant's login, never the controller's token, nothing is written,
+// and what the process read of the platform path with its own token is
+// not served to the tenant.
 func TestVaultRefusesATenantOutsideItsPrefix(t *testing.T) {
 	nsA, nsB, platform := tenantNamespaces(t)
 	env := setUpTenants(t, []string{nsA, nsB}, 0, nil)
-	source := "ohmlab/platforms/" + platform + "/core/source"
-	handWrite(t, source, map[string]any{"k": "platform-secret"})
 	f := startTenants(t, env, platform, controllerOptions{skipScopeCheck: true})
+	source := "ohmlab/platforms/" + platform + "/core/source"
+	p := f.in(platform)
+	p.create(p.seed("source", source, `{"k":"<random:24>"}`))
+	p.waitReady("source")
 
 	prefixA := env.cfg.PrefixOf(nsA)
 	tests := []struct{ name, path, data string }{
@@ -121,7 +125,15 @@ func TestVaultRefusesATenantOutsideItsPrefix(t *testing.T) {
 		g.Expect(condition(obj, ohmlabv1alpha1.ConditionReady).Message).To(ContainSubstring("403"), tt.name)
 		g.Expect(pathMissing(t, tt.path)).To(BeTrue(), "%s: %s was written", tt.name, tt.path)
 	}
-	g.Expect(f.emitted()).NotTo(ContainSubstring("platform-secret"))
+	// The platform object reads its path again, now that a tenant's object
+	// references it: the process remembers it; the tenant still reads it
+	// from Vault, and is refused.
+	p.requestReconcile("source", "again")
+	p.waitHandled("source", "again")
+	f.requestReconcile("ref-platform", "again")
+	g.Expect(condition(f.waitHandled("ref-platform", "again"), ohmlabv1alpha1.ConditionReady).Reason).To(Equal(ohmlabv1alpha1.ReasonForbidden))
+	g.Expect(pathMissing(t, prefixA+"copy")).To(BeTrue(), "the copy of the platform path was written")
+	g.Expect(f.emitted()).NotTo(ContainSubstring(readPath(t, source).Data["k"].(string)))
 
 	refused := map[string]bool{}
 	for _, e := range env.audit.requests() {
@@ -129,10 +141,16 @@ func TestVaultRefusesATenantOutsideItsPrefix(t *testing.T) {
 			t.Errorf("the controller's token made %s %s", e.Operation, e.Path)
 		}
 		for _, tt := range tests {
-			if underPrefix(e.Path, tt.path) || (tt.name == "ref-platform" && underPrefix(e.Path, source)) {
+			if underPrefix(e.Path, tt.path) {
 				g.Expect(e.Namespace).To(Equal(nsA), "%s %s made by policies %v", e.Operation, e.Path, e.Policies)
 				refused[tt.name] = refused[tt.name] || strings.Contains(e.Error, "permission denied")
 			}
+		}
+		// The source is the platform object's, read with the controller's
+		// token for it, and with A's for the reference.
+		if underPrefix(e.Path, source) && e.Namespace != "" {
+			g.Expect(e.Namespace).To(Equal(nsA), "%s %s", e.Operation, e.Path)
+			refused["ref-platform"] = refused["ref-platform"] || strings.Contains(e.Error, "permission denied")
 		}
 	}
 	for _, tt := range tests {
