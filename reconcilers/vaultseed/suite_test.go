@@ -2,6 +2,7 @@ package vaultseed
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -149,18 +150,13 @@ func startController(t testing.TB, opts controllerOptions) *fixture {
 			return opts.cache(c), nil
 		}
 	}
-	namespaces := map[string]cache.Config{ns: {}}
-	for _, more := range opts.more {
-		g.Expect(cp.EnsureNamespace(ctx, more)).To(Succeed())
-		namespaces[more] = cache.Config{}
-	}
 	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
 		NewCache:               newCache,
 		Scheme:                 cp.Scheme,
 		Logger:                 logger,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultNamespaces: namespaces},
+		Cache:                  cache.Options{DefaultNamespaces: cacheNamespaces(t, ns, opts.more)},
 		Controller:             config.Controller{SkipNameValidation: new(true)},
 	})
 	g.Expect(err).NotTo(HaveOccurred())
@@ -186,13 +182,9 @@ func startController(t testing.TB, opts controllerOptions) *fixture {
 		Selector:     opts.selector,
 		Tenants:      opts.tenants,
 		TenantKV:     opts.tenantKV,
-
-		skipScopeCheck: opts.skipScopeCheck,
 	}
-	if opts.concurrency == 0 {
-		opts.concurrency = 2
-	}
-	g.Expect(r.SetupWithManager(mgr, opts.concurrency)).To(Succeed())
+	r.skipScopeCheck = opts.skipScopeCheck
+	g.Expect(r.SetupWithManager(mgr, cmp.Or(opts.concurrency, 2))).To(Succeed())
 	f.r, f.metrics = r, r.Metrics
 	done := make(chan struct{})
 	go func() {
@@ -206,6 +198,17 @@ func startController(t testing.TB, opts controllerOptions) *fixture {
 		<-done
 	})
 	return f
+}
+
+// cacheNamespaces are the namespaces a test's controller watches: its own
+// and more, which it creates.
+func cacheNamespaces(t testing.TB, ns string, more []string) map[string]cache.Config {
+	out := map[string]cache.Config{ns: {}}
+	for _, m := range more {
+		NewWithT(t).Expect(cp.EnsureNamespace(context.Background(), m)).To(Succeed())
+		out[m] = cache.Config{}
+	}
+	return out
 }
 
 // uniqueNamespace is a namespace name unique to the test.
