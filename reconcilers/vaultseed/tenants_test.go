@@ -318,3 +318,29 @@ func TestOutOfScopeReason(t *testing.T) {
 		t.Errorf("api's ReasonOutOfScope %q, tenancy's %q", ohmlabv1alpha1.ReasonOutOfScope, tenancy.ReasonOutOfScope)
 	}
 }
+
+// TestTenantDeletionPolicyDelete: with targets.vault.tenants.allowDelete
+// (and the chart's tenant-policy-allow-delete.hcl on the tenant role), a
+// tenant's object with deletionPolicy Delete gets the finalizer, and its
+// deletion removes its path with the tenant's own login.
+func TestTenantDeletionPolicyDelete(t *testing.T) {
+	nsA, nsB, platform := tenantNamespaces(t)
+	env := setUpTenants(t, []string{nsA, nsB}, 0, func(c *tenancy.Config) { c.AllowDelete = true })
+	f := startTenants(t, env, platform, controllerOptions{})
+	path := env.cfg.PrefixOf(nsA) + "gone"
+	obj := f.seed("gone", path, `{"a":"<random:8>"}`)
+	obj.Spec.DeletionPolicy = ohmlabv1alpha1.DeletionPolicyDelete
+	f.create(obj)
+	g := NewWithT(t)
+	g.Expect(controllerutil.ContainsFinalizer(f.waitReady("gone"), ohmlabv1alpha1.Finalizer)).To(BeTrue())
+	g.Expect(cp.Client.Delete(context.Background(), f.get("gone"))).To(Succeed())
+	g.Eventually(func() bool { return pathMissing(t, path) }).WithTimeout(20 * time.Second).Should(BeTrue())
+	var deletes []string
+	for _, e := range env.audit.requests() {
+		if e.Operation == "delete" {
+			deletes = append(deletes, e.Namespace+" "+e.Path)
+		}
+	}
+	mount, rest, _ := strings.Cut(path, "/")
+	g.Expect(deletes).To(Equal([]string{nsA + " " + mount + "/metadata/" + rest}))
+}
