@@ -160,14 +160,3 @@ func TestLeaseNamespaceRequired(t *testing.T) {
 	_, err := cfg.NewManager(context.Background(), Process{Logger: logr.Discard(), LeaderElection: true})
 	wantError(t, err, "vault: the Lease ohmlab-controller-vault needs a namespace: set targets.vault.leaderElection.namespace in the config (or POD_NAMESPACE), or run with --leader-elect=false")
 }
-
-// TestTenantsRefuseToStart: until the reconciler logs in per tenant, a
-// process with tenants on stops at start, rather than reconcile a tenant's
-// objects under the controller's own Vault identity.
-func TestTenantsRefuseToStart(t *testing.T) {
-	cfg := DefaultVaultConfig()
-	cfg.Namespaces, cfg.Backend.Address = []string{"a"}, "http://127.0.0.1:1"
-	cfg.Tenants.Enabled, cfg.Tenants.Namespaces = true, []string{"team-a"}
-	_, err := cfg.NewManager(context.Background(), Process{Logger: logr.Discard()})
-	wantError(t, err, "vault: targets.vault.tenants.enabled: this build cannot reconcile tenant namespaces yet")
-}

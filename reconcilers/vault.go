@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/time/rate"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
@@ -212,9 +213,16 @@ func (cfg VaultConfig) NewManager(ctx context.Context, p Process) (manager.Manag
 	if err := seedindex.IndexFields(ctx, mgr); err != nil {
 		return nil, fmt.Errorf("vault: %w", err)
 	}
-	kv, err := vaultkv.New(cfg.kvConfig(p))
+	kvCfg := cfg.kvConfig(p)
+	kv, err := vaultkv.New(kvCfg)
 	if err != nil {
 		return nil, fmt.Errorf("vault: %w", err)
+	}
+	var tenantKV vaultseed.KVSource
+	if cfg.Tenants.Enabled {
+		// The manager's client mints the tenants' tokens: a create of
+		// serviceaccounts/token, which its cache does not hold.
+		tenantKV = vaultseed.NewTenantKV(cfg.Tenants, kvCfg, cfg.Backend.Auth.Mount, mgr.GetClient())
 	}
 	metrics := vaultseed.NewMetrics(p.Registry)
 	p.Gather(metrics)
@@ -227,6 +235,8 @@ func (cfg VaultConfig) NewManager(ctx context.Context, p Process) (manager.Manag
 		Target:       "vault",
 		ObserveOnly:  cfg.ObserveOnly,
 		AllowDelete:  cfg.AllowDelete,
+		Tenants:      cfg.Tenants,
+		TenantKV:     tenantKV,
 		ResyncPeriod: cfg.ResyncPeriod.Duration,
 		Selector:     selector,
 	}
@@ -257,12 +267,6 @@ func (cfg *VaultConfig) withProcess(p Process) error {
 			return fmt.Errorf("--shard: %w", err)
 		}
 		cfg.Shard = p.Shard
-	}
-	if cfg.Tenants.Enabled {
-		// The reconciler would take the tenants' objects from the cache and
-		// write them under the controller's own Vault identity: refuse to
-		// start until it logs in per tenant.
-		return errors.New("vault: targets.vault.tenants.enabled: this build cannot reconcile tenant namespaces yet (each needs its own Vault login, which the reconciler does not do): set it to false")
 	}
 	if cfg.Shard != "" && p.Webhook != nil {
 		return fmt.Errorf("vault: shard %q: a shard's process cannot serve the admission webhook: its cache holds only the shard's VaultSeeds, and the webhook's analysis (duplicate paths, reference cycles) must see every one; run it with --webhook-port=0 and let the process without a shard serve the webhook", cfg.Shard)
@@ -301,16 +305,21 @@ func (cfg VaultConfig) managerOptions(p Process, selector labels.Selector) ctrl.
 	return opts
 }
 
-// kvConfig is the Vault client's configuration: the backend section.
+// kvConfig is the Vault client's configuration: the backend section. Its
+// rate limit is one for the process: the tenants' clients share it with
+// the controller's own.
 func (cfg VaultConfig) kvConfig(p Process) vaultkv.Config {
 	b := cfg.Backend
+	limit := rate.Inf
+	if b.QPS > 0 {
+		limit = rate.Limit(b.QPS)
+	}
 	return vaultkv.Config{
 		Address:       b.Address,
 		CAFile:        b.CAFile,
 		TLSServerName: b.TLSServerName,
 		Timeout:       b.Timeout.Duration,
-		QPS:           b.QPS,
-		Burst:         b.Burst,
+		Limiter:       rate.NewLimiter(limit, max(b.Burst, 1)),
 		Auth: vaultkv.AuthConfig{
 			Method: b.Auth.Method, Mount: b.Auth.Mount, Role: b.Auth.Role,
 			Audience: b.Auth.Audience, TokenFile: b.Auth.TokenFile,

@@ -24,8 +24,9 @@ import (
 
 // Authentication methods (AuthConfig.Method).
 const (
-	// MethodKubernetes logs in at auth/<Mount>/login with a projected
-	// ServiceAccount token read from AuthConfig.TokenFile.
+	// MethodKubernetes logs in at auth/<Mount>/login with a
+	// ServiceAccount token read from AuthConfig.TokenFile (projected) or
+	// given by AuthConfig.TokenSource.
 	MethodKubernetes = "kubernetes"
 	// MethodToken uses a static Vault token (demo and tests).
 	MethodToken = "token"
@@ -55,6 +56,13 @@ type AuthConfig struct {
 	// Token is the static Vault token of MethodToken when TokenFile is
 	// empty. Kept in memory only.
 	Token string
+	// TokenSource, for MethodKubernetes instead of TokenFile, returns a
+	// ServiceAccount token at each login: the caller mints it (for
+	// example with the TokenRequest API), so that this package needs no
+	// Kubernetes client. An *Error it returns keeps its class (a
+	// ServiceAccount that no longer exists is ClassForbidden); any other
+	// error is ClassUnavailable.
+	TokenSource func(ctx context.Context) (string, error)
 }
 
 // Config configures a Client. It comes from the controller's
@@ -75,6 +83,9 @@ type Config struct {
 	// included; QPS <= 0 means no limit, Burst < 1 means 1.
 	QPS   float64
 	Burst int
+	// Limiter, when set, replaces QPS and Burst: clients that share it
+	// share one limit (the per-tenant clients of one process and its own).
+	Limiter *rate.Limiter
 	// Auth says how to get a Vault token.
 	Auth AuthConfig
 	// Target is the metrics' target label; "" means "vault".
@@ -134,6 +145,10 @@ func New(cfg Config) (*Client, error) {
 	if cfg.QPS > 0 {
 		limit = rate.Limit(cfg.QPS)
 	}
+	limiter := cfg.Limiter
+	if limiter == nil {
+		limiter = rate.NewLimiter(limit, max(cfg.Burst, 1))
+	}
 	log := cfg.Logger
 	if log.GetSink() == nil {
 		log = logr.Discard()
@@ -142,7 +157,7 @@ func New(cfg Config) (*Client, error) {
 		api:     api,
 		auth:    cfg.Auth,
 		timeout: cfg.Timeout,
-		limiter: rate.NewLimiter(limit, max(cfg.Burst, 1)),
+		limiter: limiter,
 		target:  cfg.Target,
 		metrics: cfg.Metrics,
 		log:     log,
@@ -157,8 +172,8 @@ func (cfg *Config) defaults(invalid func(format string, args ...any) error) erro
 	}
 	switch cfg.Auth.Method {
 	case MethodKubernetes:
-		if cfg.Auth.Role == "" || cfg.Auth.TokenFile == "" {
-			return invalid("kubernetes auth needs a role and a token file")
+		if cfg.Auth.Role == "" || (cfg.Auth.TokenFile == "") == (cfg.Auth.TokenSource == nil) {
+			return invalid("kubernetes auth needs a role and exactly one of a token file and a token source")
 		}
 		if cfg.Auth.Mount == "" {
 			cfg.Auth.Mount = "kubernetes"
@@ -677,15 +692,15 @@ func (c *Client) obtain(ctx context.Context, why string) error {
 // login sends the Kubernetes auth login and returns the Vault token and
 // its TTL (0: none).
 func (c *Client) login(ctx context.Context, loginPath string) (string, time.Duration, error) {
-	jwt, err := os.ReadFile(c.auth.TokenFile)
+	jwt, err := c.serviceAccountToken(ctx, loginPath)
 	if err != nil {
-		return "", 0, &Error{Op: OpLogin, Path: loginPath, Class: ClassUnavailable, Reason: err.Error()}
+		return "", 0, err
 	}
 	var auth *vaultapi.SecretAuth
 	err = c.request(ctx, OpLogin, loginPath, func(ctx context.Context) error {
 		r := c.api.NewRequest(http.MethodPut, "/v1/"+loginPath)
 		r.ClientToken = "" // a login carries no token, least of all a stale one
-		if err := r.SetJSONBody(map[string]any{"role": c.auth.Role, "jwt": strings.TrimSpace(string(jwt))}); err != nil {
+		if err := r.SetJSONBody(map[string]any{"role": c.auth.Role, "jwt": jwt}); err != nil {
 			return err
 		}
 		resp, err := c.api.RawRequestWithContext(ctx, r)
@@ -709,4 +724,25 @@ func (c *Client) login(ctx context.Context, loginPath string) (string, time.Dura
 		return "", 0, err
 	}
 	return auth.ClientToken, time.Duration(auth.LeaseDuration) * time.Second, nil
+}
+
+// serviceAccountToken is the ServiceAccount token of a login: the token
+// file read again (the kubelet rotates it), or the token source's.
+func (c *Client) serviceAccountToken(ctx context.Context, loginPath string) (string, error) {
+	if c.auth.TokenSource == nil {
+		jwt, err := os.ReadFile(c.auth.TokenFile)
+		if err != nil {
+			return "", &Error{Op: OpLogin, Path: loginPath, Class: ClassUnavailable, Reason: err.Error()}
+		}
+		return strings.TrimSpace(string(jwt)), nil
+	}
+	jwt, err := c.auth.TokenSource(ctx)
+	var e *Error
+	switch {
+	case errors.As(err, &e):
+		return "", e
+	case err != nil:
+		return "", &Error{Op: OpLogin, Path: loginPath, Class: ClassUnavailable, Reason: err.Error()}
+	}
+	return strings.TrimSpace(jwt), nil
 }

@@ -316,6 +316,36 @@ func TestTokenLifecycle(t *testing.T) {
 	}
 }
 
+// TestTokenSource: a client given a token source instead of a file asks it
+// for a ServiceAccount token at each login, and only then: one call per
+// token lifetime, however many requests.
+func TestTokenSource(t *testing.T) {
+	ctx := context.Background()
+	fv := &fakeVault{ttl: 900, kv: answer(404, `{"errors":[]}`)}
+	var calls int
+	c, clock, _ := kubernetesClient(t, fv, func(cfg *Config) {
+		cfg.Auth.TokenFile, cfg.Auth.TokenSource = "", func(context.Context) (string, error) {
+			calls++
+			return fmt.Sprintf("minted-%d\n", calls), nil
+		}
+	})
+	for _, advance := range []time.Duration{0, time.Second, 600 * time.Second} {
+		clock.Add(advance)
+		for range 5 {
+			if _, err := c.Read(ctx, "ohmlab/x"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	jwts, _ := fv.seen()
+	if diff := cmp.Diff([]string{"minted-1", "minted-2"}, jwts); diff != "" {
+		t.Fatalf("JWTs sent (-want +got):\n%s", diff)
+	}
+	if calls != 2 || c.Logins() != 2 {
+		t.Fatalf("token source called %d times, Logins() = %d, want 2 and 2", calls, c.Logins())
+	}
+}
+
 func TestFailedReplacementKeepsTheTokenUntilExpiry(t *testing.T) {
 	ctx := context.Background()
 	fv := &fakeVault{ttl: 900, kv: answer(404, `{"errors":[]}`)}
@@ -429,6 +459,14 @@ func TestLoginFailures(t *testing.T) {
 		{name: "unknown role", mutate: func(c *Config) { c.Auth.Role = "other" }, class: "forbidden", reason: `invalid role name "other"`},
 		{name: "missing token file", mutate: func(c *Config) { c.Auth.TokenFile = "/nonexistent/token" }, class: "unavailable",
 			reason: "open /nonexistent/token: no such file or directory"},
+		{name: "token source refused", mutate: func(c *Config) {
+			c.Auth.TokenFile, c.Auth.TokenSource = "", func(context.Context) (string, error) {
+				return "", &Error{Op: OpLogin, Path: "team-a/ohmlab-vaultseed", Class: ClassForbidden, Reason: "serviceaccounts \"ohmlab-vaultseed\" not found"}
+			}
+		}, class: "forbidden", reason: `serviceaccounts "ohmlab-vaultseed" not found`},
+		{name: "token source failed", mutate: func(c *Config) {
+			c.Auth.TokenFile, c.Auth.TokenSource = "", func(context.Context) (string, error) { return "", errors.New("connection refused") }
+		}, class: "unavailable", reason: "connection refused"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -197,6 +197,8 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		{"no method", Config{Address: "http://x"}, `auth method ""`},
 		{"kubernetes without role", Config{Address: "http://x", Auth: AuthConfig{Method: MethodKubernetes, TokenFile: "/f"}}, "needs a role"},
 		{"token and file", Config{Address: "http://x", Auth: AuthConfig{Method: MethodToken, Token: "t", TokenFile: "/f"}}, "exactly one"},
+		{"kubernetes with a file and a source", Config{Address: "http://x", Auth: AuthConfig{Method: MethodKubernetes, Role: "r", TokenFile: "/f",
+			TokenSource: func(context.Context) (string, error) { return "", nil }}}, "exactly one of a token file and a token source"},
 		{"negative timeout", Config{Address: "http://x", Auth: tok, Timeout: -1}, "must not be negative"},
 		{"missing CA", Config{Address: "http://x", Auth: tok, CAFile: "/nonexistent/ca.pem"}, "reading the CA bundle"},
 	}

@@ -78,6 +78,15 @@ const (
 	// gives the count. Checked again at the next resync, not retried with
 	// backoff: each attempt would cost as much again.
 	ReasonGenerationTimeout = "GenerationTimeout"
+	// ReasonOutOfScope: Stalled=True (and Ready=False). An object of a
+	// tenant namespace reaches outside its namespace's scope (spec.path or
+	// a <ref:> outside its prefix and the shared sources, deletionPolicy
+	// Delete or the adoption of an unmarked path that the chart does not
+	// allow tenants). Nothing is written for it, and nothing outside its
+	// scope is read: only adoption is found by reading its own path. The
+	// message names the key and what is allowed, never whether a path
+	// outside the scope exists or who owns it.
+	ReasonOutOfScope = "OutOfScope"
 )
 
 // Reasons of the Normal events of a VaultSeed (product document, "Events"). A

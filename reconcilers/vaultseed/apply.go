@@ -19,7 +19,7 @@ import (
 // done, or the data write landed before a later step failed), and the
 // path's KV version as it leaves it: the version written, or the version
 // read when nothing was.
-func (r *Reconciler) apply(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, p planner.Plan, read *vaultkv.Secret) (bool, vaultkv.Written, error) {
+func (r *Reconciler) apply(ctx context.Context, kv vaultkv.KV, seed *ohmlabv1alpha1.VaultSeed, p planner.Plan, read *vaultkv.Secret) (bool, vaultkv.Written, error) {
 	path := seed.Spec.Path
 	unchanged := vaultkv.Written{Version: p.CAS, Created: p.Base}
 	mark := p.Mark
@@ -29,18 +29,20 @@ func (r *Reconciler) apply(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, 
 		record = planner.NewRecord(p, seed, deadline)
 		mark = p.MarkWith(record)
 	}
-	if err := r.mark(ctx, path, mark, p.Creates() && read.NoMetadata); err != nil {
+	if err := markPath(ctx, kv, path, mark, p.Creates() && read.NoMetadata); err != nil {
 		return false, unchanged, err
 	}
 	written := unchanged
 	if p.Data != nil {
-		w, err := r.KV.Write(ctx, path, p.Data, p.CAS)
+		w, err := kv.Write(ctx, path, p.Data, p.CAS)
 		if err != nil {
-			r.void(ctx, path, record, err)
+			void(ctx, kv, path, record, err)
 			return false, unchanged, err
 		}
 		written = w
-		if r.referenced(ctx, path) {
+		// What a tenant wrote is not remembered for others: they read it
+		// from Vault, with their own identity.
+		if !r.tenant(seed.Namespace) && r.referenced(ctx, path) {
 			r.sources.wrote(path, w.Version, p.Data)
 		} else {
 			r.sources.forget(path)
@@ -51,38 +53,39 @@ func (r *Reconciler) apply(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, 
 		ctrl.LoggerFrom(ctx).Info("wrote the path", "path", path, "changes", p.Summary(), "version", written.Version)
 	}
 	if p.RecordToken != "" {
-		if err := r.KV.Mark(ctx, path, map[string]string{ohmlabv1alpha1.RotationTokenMetadataKey: p.RecordToken}); err != nil {
+		if err := kv.Mark(ctx, path, map[string]string{ohmlabv1alpha1.RotationTokenMetadataKey: p.RecordToken}); err != nil {
 			return p.Data != nil, written, fmt.Errorf("recording rotation token %q after rotating: %w", p.RecordToken, err)
 		}
 	}
 	return true, written, nil
 }
 
-// mark merges md into the path's custom_metadata, nothing when md is nil.
+// markPath merges md into the path's custom_metadata through kv, nothing when
+// md is nil.
 // On a path without metadata at all (fresh: a plan that creates it, read
 // with no metadata) the marker creates them in one request: a new path
 // costs one read and two writes. Anywhere else it is merged, keeping what
 // others put there.
-func (r *Reconciler) mark(ctx context.Context, path string, md map[string]string, fresh bool) error {
+func markPath(ctx context.Context, kv vaultkv.KV, path string, md map[string]string, fresh bool) error {
 	switch {
 	case md == nil:
 		return nil
 	case fresh:
-		return r.KV.MarkNew(ctx, path, md)
+		return kv.MarkNew(ctx, path, md)
 	}
-	return r.KV.Mark(ctx, path, md)
+	return kv.Mark(ctx, path, md)
 }
 
 // void marks the record of a write that Vault refused, so that no later
 // version (a person's, made while the controller waits) is taken for it. A
 // write that may have been served (no answer, a conflict another writer
 // may have caused) keeps its record: it is checked when the path is read.
-func (r *Reconciler) void(ctx context.Context, path string, w planner.Record, err error) {
+func void(ctx context.Context, kv vaultkv.KV, path string, w planner.Record, err error) {
 	if !errors.Is(err, vaultkv.ErrForbidden) && !errors.Is(err, vaultkv.ErrInvalid) {
 		return
 	}
 	log := ctrl.LoggerFrom(ctx)
-	s, err := r.KV.Read(ctx, path)
+	s, err := kv.Read(ctx, path)
 	if err != nil {
 		log.Info("cannot void the record of a refused write; it expires at its deadline", "path", path, "reason", err.Error())
 		return
@@ -90,7 +93,7 @@ func (r *Reconciler) void(ctx context.Context, path string, w planner.Record, er
 	if cur, ok := planner.RecordOn(s.CustomMetadata); !ok || !w.Voids(cur) {
 		return
 	}
-	if err := r.KV.Mark(ctx, path, w.VoidMetadata()); err != nil {
+	if err := kv.Mark(ctx, path, w.VoidMetadata()); err != nil {
 		log.Info("cannot void the record of a refused write; it expires at its deadline", "path", path, "reason", err.Error())
 	}
 }

@@ -18,7 +18,7 @@ import (
 // syncFinalizer adds the finalizer to an object whose path must be deleted
 // with it, and removes it from any other.
 func (r *Reconciler) syncFinalizer(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed) error {
-	want := seed.Spec.DeletionPolicy == ohmlabv1alpha1.DeletionPolicyDelete && r.AllowDelete && !r.ObserveOnly
+	want := seed.Spec.DeletionPolicy == ohmlabv1alpha1.DeletionPolicyDelete && r.allowDelete(seed.Namespace) && !r.ObserveOnly
 	if controllerutil.ContainsFinalizer(seed, ohmlabv1alpha1.Finalizer) == want {
 		return nil
 	}
@@ -44,7 +44,7 @@ func (r *Reconciler) finalize(ctx context.Context, seed *ohmlabv1alpha1.VaultSee
 		return ctrl.Result{}, nil
 	}
 	key := client.ObjectKeyFromObject(seed)
-	if seed.Spec.DeletionPolicy == ohmlabv1alpha1.DeletionPolicyDelete && r.AllowDelete && !r.ObserveOnly {
+	if seed.Spec.DeletionPolicy == ohmlabv1alpha1.DeletionPolicyDelete && r.allowDelete(seed.Namespace) && !r.ObserveOnly && r.inScope(seed) {
 		if err := r.deletePath(ctx, seed); err != nil {
 			out := backendOutcome(err)
 			if rerr := r.report(ctx, seed, out); rerr != nil {
@@ -62,8 +62,14 @@ func (r *Reconciler) finalize(ctx context.Context, seed *ohmlabv1alpha1.VaultSee
 	return ctrl.Result{}, nil
 }
 
+// deletePath deletes the object's path, with the object's Vault identity,
+// when it carries the object's owner marker.
 func (r *Reconciler) deletePath(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed) error {
-	s, err := r.KV.Read(ctx, seed.Spec.Path)
+	kv, err := r.kvFor(seed.Namespace)
+	if err != nil {
+		return err
+	}
+	s, err := kv.Read(ctx, seed.Spec.Path)
 	if err != nil {
 		return err
 	}
@@ -71,7 +77,7 @@ func (r *Reconciler) deletePath(ctx context.Context, seed *ohmlabv1alpha1.VaultS
 		ctrl.LoggerFrom(ctx).Info("not deleting a path this object does not own", "path", seed.Spec.Path, "owner", owner)
 		return nil
 	}
-	if err := r.KV.Delete(ctx, seed.Spec.Path); err != nil {
+	if err := kv.Delete(ctx, seed.Spec.Path); err != nil {
 		return err
 	}
 	r.sources.forget(seed.Spec.Path)

@@ -21,7 +21,7 @@ import (
 // record), and the reference cycle through it over the cache.
 func (r *Reconciler) input(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed) (planner.Input, error) {
 	managed, unreported := r.store.managed(seed)
-	in := planner.Input{Analysed: seeds.Analyse(seed), Managed: managed, Unreported: unreported, AllowDelete: r.AllowDelete,
+	in := planner.Input{Analysed: seeds.Analyse(seed), Managed: managed, Unreported: unreported, AllowDelete: r.allowDelete(seed.Namespace),
 		CheckRecord: !r.ObserveOnly, Now: time.Now(), ReportWithin: r.Timeout}
 	if len(in.Analysis.Problems) > 0 {
 		return in, nil
@@ -46,18 +46,24 @@ func (r *Reconciler) cycle(ctx context.Context, seed seeds.Analysed) (string, er
 	return planner.RingThrough(templating.AnalyseSet(objs), seeds.Owner(seed.Seed)), nil
 }
 
-// reader is how a reconcile of seed reads Vault: reference sources through
-// what the process remembers of them (sources), the object's own path with
-// its metadata first when it was never written.
-func (r *Reconciler) reader(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed) *sourcedReader {
-	var kv planner.KVReader = r.KV
+// reader is how a reconcile of seed reads Vault through kv: reference
+// sources through what the process remembers of them (sources), the
+// object's own path with its metadata first when it was never written. A
+// tenant's object reads every path from Vault with its own identity: what
+// the process remembers was read with another's, and serving it would
+// let the tenant read what Vault refuses it.
+func (r *Reconciler) reader(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, kv vaultkv.KV) *sourcedReader {
+	var read planner.KVReader = kv
 	if managed, _ := r.store.managed(seed); !r.ObserveOnly && seed.Status.Version == 0 && len(managed) == 0 {
 		// Never written: its path is most likely new, and only a read of
 		// its metadata tells whether its marker may create them.
-		kv = newPathReader{KV: r.KV, path: seed.Spec.Path}
+		read = newPathReader{KV: kv, path: seed.Spec.Path}
+	}
+	if r.tenant(seed.Namespace) {
+		return &sourcedReader{KVReader: read}
 	}
 	self := client.ObjectKeyFromObject(seed)
-	reader := r.sources.readerFor(kv, seed.Spec.Path, self.String(),
+	reader := r.sources.readerFor(read, seed.Spec.Path, self.String(),
 		func() bool { return r.referenced(ctx, seed.Spec.Path) }, func() { r.notifyDependents(ctx, seed.Spec.Path) })
 	if reconcileAsked(seed) {
 		// A person asked for this reconcile, most likely after changing a

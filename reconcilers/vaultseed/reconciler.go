@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+	"github.com/ohmlab/ohmlab-controller/internal/tenancy"
 	"github.com/ohmlab/ohmlab-controller/planner"
 	"github.com/ohmlab/ohmlab-controller/templating"
 	"github.com/ohmlab/ohmlab-controller/vaultkv"
@@ -67,11 +68,23 @@ type Reconciler struct {
 	ResyncPeriod time.Duration
 	// Timeout bounds one reconcile.
 	Timeout time.Duration
+	// Tenants are the tenant namespaces (targets.vault.tenants): an
+	// object of one is checked against its namespace's scope before any
+	// Vault request (tenancy.Check) and reconciled with its namespace's
+	// client from TenantKV, never with KV.
+	Tenants tenancy.Config
+	// TenantKV gives each tenant namespace its own Vault client; nil, a
+	// tenant's object gets an error and no Vault request.
+	TenantKV KVSource
 	// Selector chooses the objects of this process's shard
 	// (docs/users/sharding.md); an object it does not match is left to another
 	// process and forgotten here: its finalizer, status and path stay as
 	// they are. nil: every object.
 	Selector labels.Selector
+
+	// skipScopeCheck turns the reconcile-time scope check off, for the
+	// tests that show Vault refusing a tenant what the check would.
+	skipScopeCheck bool
 
 	backoff    workqueue.TypedRateLimiter[types.NamespacedName]
 	dependents chan event.TypedGenericEvent[*ohmlabv1alpha1.VaultSeed]
@@ -193,15 +206,22 @@ func (r *Reconciler) sync(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed) (
 	if err != nil {
 		return outcome{}, err
 	}
+	if res, out := r.outOfScope(in, false); out {
+		return outcome{Result: res}, nil
+	}
 	if stop := planner.Check(in); stop != nil {
 		res, _ := stop.Result(0)
 		return outcome{Result: res}, nil
 	}
-	reader := r.reader(ctx, seed)
+	kv, err := r.kvFor(seed.Namespace)
+	if err != nil {
+		return backendOutcome(err), nil
+	}
+	reader := r.reader(ctx, seed, kv)
 	defer reader.expect(in.Analysis.RefPaths)()
 	var late *planner.Late
 	for range maxCASAttempts {
-		out, err := r.attempt(ctx, in, reader)
+		out, err := r.attempt(ctx, in, reader, kv)
 		// A late write found by an attempt that met a conflict is reported
 		// all the same: the next attempt finds this attempt's record.
 		if out.late == nil {
@@ -219,7 +239,7 @@ func (r *Reconciler) sync(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed) (
 
 // attempt is one observe, plan and apply. Its error is vaultkv.ErrCASMismatch
 // when the path changed between the read and the write.
-func (r *Reconciler) attempt(ctx context.Context, in planner.Input, reader planner.KVReader) (outcome, error) {
+func (r *Reconciler) attempt(ctx context.Context, in planner.Input, reader planner.KVReader, kv vaultkv.KV) (outcome, error) {
 	o, err := planner.Observe(ctx, reader, in)
 	if err != nil {
 		out := backendOutcome(err)
@@ -243,10 +263,15 @@ func (r *Reconciler) attempt(ctx context.Context, in planner.Input, reader plann
 	case p.Outcome == planner.OutcomeNewer:
 		res, _ := p.Result(0)
 		return outcome{Result: res}, nil
-	case r.ObserveOnly:
+	}
+	if res, out := r.outOfScope(in, p.Counts()[planner.ActionAdopt] > 0); out {
+		return outcome{Result: res}, nil
+	}
+	r.tenantOwnerMessage(in.Seed, &p, o.Path)
+	if r.ObserveOnly {
 		return observeOnlyOutcome(p, o.Path), nil
 	}
-	applied, written, err := r.apply(ctx, in.Seed, p, o.Path)
+	applied, written, err := r.apply(ctx, kv, in.Seed, p, o.Path)
 	if errors.Is(err, vaultkv.ErrCASMismatch) {
 		return outcome{late: p.Late}, err
 	}

@@ -2,6 +2,7 @@ package vaultseed
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -32,6 +33,7 @@ import (
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
 	"github.com/ohmlab/ohmlab-controller/internal/seedindex"
+	"github.com/ohmlab/ohmlab-controller/internal/tenancy"
 	"github.com/ohmlab/ohmlab-controller/templating"
 	"github.com/ohmlab/ohmlab-controller/test/harness"
 	"github.com/ohmlab/ohmlab-controller/vaultkv"
@@ -98,6 +100,12 @@ type controllerOptions struct {
 	concurrency int
 	// bcryptCost is the generator's; default 4, the least, for fast tests.
 	bcryptCost int
+	// more are namespaces the controller watches besides the fixture's.
+	more []string
+	// tenants, tenantKV and skipScopeCheck are the reconciler's.
+	tenants        tenancy.Config
+	tenantKV       KVSource
+	skipScopeCheck bool
 }
 
 // fixture is one test's controller and namespace.
@@ -148,7 +156,7 @@ func startController(t testing.TB, opts controllerOptions) *fixture {
 		Logger:                 logger,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		Cache:                  cache.Options{DefaultNamespaces: cacheNamespaces(t, ns, opts.more)},
 		Controller:             config.Controller{SkipNameValidation: new(true)},
 	})
 	g.Expect(err).NotTo(HaveOccurred())
@@ -178,11 +186,11 @@ func startController(t testing.TB, opts controllerOptions) *fixture {
 		ResyncPeriod: opts.resync,
 		Timeout:      opts.timeout,
 		Selector:     opts.selector,
+		Tenants:      opts.tenants,
+		TenantKV:     opts.tenantKV,
 	}
-	if opts.concurrency == 0 {
-		opts.concurrency = 2
-	}
-	g.Expect(r.SetupWithManager(mgr, opts.concurrency)).To(Succeed())
+	r.skipScopeCheck = opts.skipScopeCheck
+	g.Expect(r.SetupWithManager(mgr, cmp.Or(opts.concurrency, 2))).To(Succeed())
 	f.r, f.metrics = r, r.Metrics
 	done := make(chan struct{})
 	go func() {
@@ -196,6 +204,17 @@ func startController(t testing.TB, opts controllerOptions) *fixture {
 		<-done
 	})
 	return f
+}
+
+// cacheNamespaces are the namespaces a test's controller watches: its own
+// and more, which it creates.
+func cacheNamespaces(t testing.TB, ns string, more []string) map[string]cache.Config {
+	out := map[string]cache.Config{ns: {}}
+	for _, m := range more {
+		NewWithT(t).Expect(cp.EnsureNamespace(context.Background(), m)).To(Succeed())
+		out[m] = cache.Config{}
+	}
+	return out
 }
 
 // uniqueNamespace is a namespace name unique to the test.
