@@ -35,7 +35,7 @@ var (
 )
 
 // tenantEnv is one test's tenant namespaces, set up in Vault as
-// docs/tenants.md tells a platform team: the chart's tenant-policy.hcl and
+// docs/users/tenants.md tells a platform team: the chart's tenant-policy.hcl and
 // tenant-role.json (bound to the test's namespaces), a ServiceAccount per
 // namespace, and Vault's file audit device on.
 type tenantEnv struct {

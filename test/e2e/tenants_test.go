@@ -24,7 +24,7 @@ import (
 // TestTenantNamespaces runs the built controller installed as the chart
 // renders it with targets.vault.tenants on (team-a, team-b), Vault set up
 // with the chart's vault/tenant-*.hcl and tenant-role.json, and each tenant
-// namespace holding the ServiceAccount docs/tenants.md asks of the
+// namespace holding the ServiceAccount docs/users/tenants.md asks of the
 // namespace template: each tenant's object goes Ready, written with a token
 // of its own namespace's ServiceAccount that the controller minted with
 // the chart's RBAC (Vault's audit log: the tenant policy writes it, the
@@ -86,7 +86,7 @@ func TestTenantNamespaces(t *testing.T) {
 }
 
 // setUpTenantVault writes the chart's tenant policy and role as
-// docs/tenants.md says, the policy's <accessor> replaced.
+// docs/users/tenants.md says, the policy's <accessor> replaced.
 func setUpTenantVault(t *testing.T, env *Env) {
 	t.Helper()
 	ctx := context.Background()
