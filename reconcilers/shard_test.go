@@ -2,6 +2,7 @@ package reconcilers
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -173,6 +174,33 @@ func TestShardFlag(t *testing.T) {
 			cfg.Namespaces, cfg.Backend.Address, cfg.Shard = []string{"a"}, "http://127.0.0.1:1", tt.section
 			_, err := cfg.NewManager(context.Background(), Process{Logger: logr.Discard(), Webhook: &webhook.Options{Port: 9443}, Shard: tt.flag})
 			wantError(t, err, tt.want)
+		})
+	}
+}
+
+// TestLeaseName: the Lease of a target and of its shards, named by
+// leaderElection.name or by default; a name that makes no valid Lease is
+// refused at start, naming the Lease.
+func TestLeaseName(t *testing.T) {
+	const base = "namespaces: [a]\nbackend: {address: x}\nshards: [s1]\n"
+	tests := []struct {
+		name, section string
+		want          []string // the target's Lease, then shard s1's
+		wantErr       string
+	}{
+		{name: "by default", section: base, want: []string{"ohmlab-controller-vault", "ohmlab-controller-vault-s1"}},
+		{name: "named", section: base + "leaderElection: {name: team-b-ohmlab}\n", want: []string{"team-b-ohmlab", "team-b-ohmlab-s1"}},
+		{name: "not a Lease name", section: base + "leaderElection: {name: Team_B}\n", wantErr: `targets.vault.leaderElection.name: the Lease "Team_B" is not a valid name`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := LoadVaultConfig([]byte(tt.section))
+			if !wantError(t, err, tt.wantErr) {
+				return
+			}
+			if got := []string{cfg.leaseName(""), cfg.leaseName("s1")}; !slices.Equal(got, tt.want) {
+				t.Errorf("Leases %q, want %q", got, tt.want)
+			}
 		})
 	}
 }

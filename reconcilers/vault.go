@@ -13,6 +13,7 @@ import (
 	"golang.org/x/time/rate"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -67,10 +68,14 @@ type VaultConfig struct {
 }
 
 // LeaderElection configures a target's Lease, ohmlab-controller-<target>
-// (-<shard> for a shard).
+// (-<shard> for a shard) unless named otherwise.
 type LeaderElection struct {
 	// Namespace of the Lease; "" means the pod's namespace (POD_NAMESPACE).
 	Namespace string `json:"namespace"`
+	// Name of the Lease, then -<shard> for a shard; "" means
+	// ohmlab-controller-<target>. Two releases whose Leases share a
+	// namespace need two names, or only one of them ever reconciles.
+	Name string `json:"name,omitempty"`
 	// LeaseDuration is how long a Lease holder is trusted without renewal,
 	// so how long a hand-over takes at most.
 	LeaseDuration metav1.Duration `json:"leaseDuration"`
@@ -172,6 +177,12 @@ func LoadVaultConfig(section []byte) (VaultConfig, error) {
 	check(cfg.ResyncPeriod.Duration >= time.Second, "resyncPeriod: must be at least 1s")
 	check(cfg.Concurrency >= 1, "concurrency: must be at least 1")
 	check(cfg.LeaderElection.LeaseDuration.Duration >= time.Second, "leaderElection.leaseDuration: must be at least 1s")
+	for _, shard := range append([]string{cfg.Shard}, cfg.Shards...) {
+		if msgs := validation.IsDNS1123Subdomain(cfg.leaseName(shard)); cfg.LeaderElection.Name != "" && len(msgs) > 0 {
+			check(false, "leaderElection.name: the Lease %q is not a valid name: %s", cfg.leaseName(shard), strings.Join(msgs, "; "))
+			break
+		}
+	}
 	switch cfg.Backend.Auth.Method {
 	case vaultkv.MethodKubernetes:
 		check(cfg.Backend.Auth.Role != "", "backend.auth.role: required with method kubernetes")
@@ -249,11 +260,23 @@ func (cfg VaultConfig) NewManager(ctx context.Context, p Process) (manager.Manag
 		}
 	}
 	resync.WithLabelValues("vault").Set(cfg.ResyncPeriod.Seconds())
-	p.Logger.WithName("vault").Info("reconciling the VaultSeeds of its shard", "shard", cfg.Shard, "selector", selector.String(), "lease", LeaseName("vault", cfg.Shard), "webhook", p.Webhook != nil)
+	p.Logger.WithName("vault").Info("reconciling the VaultSeeds of its shard", "shard", cfg.Shard, "selector", selector.String(), "lease", cfg.leaseName(cfg.Shard), "webhook", p.Webhook != nil)
 	if err := mgr.Add(newCRDCheck(mgr.GetAPIReader(), "vaultseeds.ohmlab.fr", cfg.ResyncPeriod.Duration)); err != nil {
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// leaseName is the Lease of shard ("" for the target's own):
+// leaderElection.name, or ohmlab-controller-vault, then -<shard>.
+func (cfg VaultConfig) leaseName(shard string) string {
+	if cfg.LeaderElection.Name == "" {
+		return LeaseName("vault", shard)
+	}
+	if shard == "" {
+		return cfg.LeaderElection.Name
+	}
+	return cfg.LeaderElection.Name + "-" + shard
 }
 
 // withProcess takes the process's flags into cfg (its shard) and refuses
@@ -273,7 +296,7 @@ func (cfg *VaultConfig) withProcess(p Process) error {
 	}
 	if p.LeaderElection && cfg.LeaderElection.Namespace == "" && !inPod() {
 		// controller-runtime would say "please specify LeaderElectionNamespace".
-		return fmt.Errorf("vault: the Lease %s needs a namespace: set targets.vault.leaderElection.namespace in the config (or POD_NAMESPACE), or run with --leader-elect=false", LeaseName("vault", cfg.Shard))
+		return fmt.Errorf("vault: the Lease %s needs a namespace: set targets.vault.leaderElection.namespace in the config (or POD_NAMESPACE), or run with --leader-elect=false", cfg.leaseName(cfg.Shard))
 	}
 	return nil
 }
@@ -291,7 +314,7 @@ func (cfg VaultConfig) managerOptions(p Process, selector labels.Selector) ctrl.
 		Cache:                         cfg.cacheOptions(selector, p.Webhook != nil),
 		MapperProvider:                newRESTMapper,
 		LeaderElection:                p.LeaderElection,
-		LeaderElectionID:              LeaseName("vault", cfg.Shard),
+		LeaderElectionID:              cfg.leaseName(cfg.Shard),
 		LeaderElectionNamespace:       cfg.LeaderElection.Namespace,
 		LeaderElectionReleaseOnCancel: true,
 		LeaseDuration:                 ptr.To(lease),

@@ -287,3 +287,19 @@ func TestBadShardsFail(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) { wantRenderError(t, tt.values, tt.want) })
 	}
 }
+
+// TestNamedLease: targets.vault.leaderElection.name names the target's
+// Lease and its shards' in the configuration each process loads, and the
+// leader-election Role grants exactly those, so that two releases in one
+// namespace each have their own.
+func TestNamedLease(t *testing.T) {
+	objs := render(t, vaultOn+"    shards: [a]\n    leaderElection: {name: team-b-ohmlab}\n")
+	cfg := processConfig(t, objs, "vault")["vault"]
+	if cfg.LeaderElection.Name != "team-b-ohmlab" {
+		t.Errorf("the configuration's Lease name %q, want team-b-ohmlab", cfg.LeaderElection.Name)
+	}
+	checkRBACWithLeases(t, objs, fullname+"-vault", []string{"team-b-ohmlab", "team-b-ohmlab-a"})
+	if _, err := charttest.RenderE(charttest.Values(t, vaultOn+"    leaderElection: {name: Team_B}\n"), charttest.Options{}); err == nil {
+		t.Error("a Lease name that is no DNS name renders")
+	}
+}

@@ -319,10 +319,11 @@ webhook. Use: include ... | fromJson.
 
 {{/* The Lease names of a target: the unsharded one, then one per shard. Argument: dict "root" $ "target" name. */}}
 {{- define "ohmlab-controller.leaseNames" -}}
-{{- $names := list (printf "ohmlab-controller-%s" .target) -}}
 {{- $t := index .root.Values.targets .target -}}
+{{- $base := default (printf "ohmlab-controller-%s" .target) (($t.leaderElection).name) -}}
+{{- $names := list $base -}}
 {{- range $t.shards -}}
-{{- $names = append $names (printf "ohmlab-controller-%s-%s" $.target .) -}}
+{{- $names = append $names (printf "%s-%s" $base .) -}}
 {{- end -}}
 {{- toJson $names -}}
 {{- end -}}
@@ -364,6 +365,9 @@ Argument: dict "root" $ "targets" list, and "shard" name for a shard's process.
 {{- $_ := set $backend "tlsServerName" $v.backend.tlsServerName -}}
 {{- end -}}
 {{- $le := dict "namespace" (include "ohmlab-controller.leaseNamespace" (dict "root" $root "target" $t)) "leaseDuration" $v.leaderElection.leaseDuration -}}
+{{- if $v.leaderElection.name -}}
+{{- $_ := set $le "name" $v.leaderElection.name -}}
+{{- end -}}
 {{- $section := dict "namespaces" $v.namespaces "observeOnly" $v.observeOnly "allowDelete" $v.allowDelete "resyncPeriod" $v.resyncPeriod "concurrency" $v.concurrency "leaderElection" $le "backend" $backend "tenants" $v.tenants -}}
 {{- if $.shard -}}
 {{- $_ := set $section "shard" $.shard -}}
