@@ -276,6 +276,9 @@ type row struct {
 	// unevented are the versions the controller wrote whose write has no
 	// event.
 	unevented []int
+	// events are the object's events ("type reason: note"), said when a
+	// write has no event.
+	events []string
 	// writerExited: the process that made the faulted request has exited.
 	writerExited bool
 	status       string
@@ -331,7 +334,7 @@ func TestFaults(t *testing.T) {
 						t.Logf("no event of the controller's write of KV version %d: its writer exited while the kube-apiserver was down", v)
 						continue
 					}
-					r.fail("no event of the controller's write of KV version %d", v)
+					r.fail("no event of the controller's write of KV version %d; the object's events: %q", v, r.events)
 				}
 				for _, p := range r.problems {
 					t.Error(p)
@@ -476,7 +479,7 @@ func (s *suite) run(t *testing.T, st step, f fault, r *row) {
 			written[v] = true
 		}
 	}
-	r.unevented = s.unevented(ctx, name, written)
+	r.unevented, r.events = s.unevented(ctx, name, written)
 	r.statusVersion = int(got.Status.Version)
 	r.status = fmt.Sprintf("%v, v%d", r.managed, r.statusVersion)
 	if r.writerExited = wrote != nil && wrote.Exited(); r.writerExited {
@@ -488,15 +491,19 @@ var writeEventNote = regexp.MustCompile(`\(KV version (\d+)\)$`)
 
 // unevented returns the versions that no Normal event of the object names
 // as written ("... (KV version N)"), waiting for the events a while: they
-// are sent apart from the status.
-func (s *suite) unevented(ctx context.Context, name string, versions map[int]bool) []int {
-	var missing []int
+// are sent apart from the status; and the object's events.
+func (s *suite) unevented(ctx context.Context, name string, versions map[int]bool) (missing []int, events []string) {
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Second) {
 		evented := map[int]bool{}
+		events = events[:0]
 		var list eventsv1.EventList
 		if err := s.env.CP.Client.List(ctx, &list, client.InNamespace(e2e.SeedNamespace)); err == nil {
 			for _, e := range list.Items {
-				if m := writeEventNote.FindStringSubmatch(e.Note); e.Regarding.Name == name && e.Type == corev1.EventTypeNormal && m != nil {
+				if e.Regarding.Name != name {
+					continue
+				}
+				events = append(events, e.Type+" "+e.Reason+": "+e.Note)
+				if m := writeEventNote.FindStringSubmatch(e.Note); e.Type == corev1.EventTypeNormal && m != nil {
 					v, _ := strconv.Atoi(m[1])
 					evented[v] = true
 				}
@@ -510,7 +517,7 @@ func (s *suite) unevented(ctx context.Context, name string, versions map[int]boo
 		}
 		if len(missing) == 0 || time.Now().After(deadline) {
 			slices.Sort(missing)
-			return missing
+			return missing, events
 		}
 	}
 }
