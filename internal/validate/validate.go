@@ -32,6 +32,8 @@ const (
 	// KeyToken: a rotation token that is empty, or that Vault would refuse
 	// in custom_metadata (templating.TokenProblem).
 	KeyToken = "spec.rotate.token"
+	// KeyEvery: a rotation period templating.ParsePeriod refuses.
+	KeyEvery = "spec.rotate.every"
 	// KeyName: a namespace/name given more than once, or no name.
 	KeyName = "metadata.name"
 	// KeyDeletionPolicy: a deletionPolicy other than Retain or Delete (the
@@ -203,6 +205,9 @@ func fromTemplating(p templating.Problem) Problem {
 			}
 		case templating.ReasonInvalidRotation:
 			key = KeyToken
+			if rest, ok := strings.CutPrefix(msg, KeyEvery+" "); ok {
+				key, msg = KeyEvery, rest
+			}
 			// "spec.rotate.token must be printable...", the CRD's words.
 			msg = strings.TrimPrefix(msg, KeyToken+" ")
 		case templating.ReasonDuplicateName:

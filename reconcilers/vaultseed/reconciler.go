@@ -72,6 +72,9 @@ type Reconciler struct {
 	// process and forgotten here: its finalizer, status and path stay as
 	// they are. nil: every object.
 	Selector labels.Selector
+	// Clock is the planner's clock (rotate.every, the time a rotation
+	// records); nil: time.Now. Tests move it past a period.
+	Clock func() time.Time
 
 	backoff    workqueue.TypedRateLimiter[types.NamespacedName]
 	dependents chan event.TypedGenericEvent[*ohmlabv1alpha1.VaultSeed]
