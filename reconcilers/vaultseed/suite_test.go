@@ -98,6 +98,8 @@ type controllerOptions struct {
 	concurrency int
 	// bcryptCost is the generator's; default 4, the least, for fast tests.
 	bcryptCost int
+	// clock is the planner's (Reconciler.Clock); default time.Now.
+	clock func() time.Time
 }
 
 // fixture is one test's controller and namespace.
@@ -172,6 +174,7 @@ func startController(t testing.TB, opts controllerOptions) *fixture {
 		ResyncPeriod: opts.resync,
 		Timeout:      opts.timeout,
 		Selector:     opts.selector,
+		Clock:        opts.clock,
 	}
 	if opts.concurrency == 0 {
 		opts.concurrency = 2
