@@ -62,7 +62,10 @@ func TestRotationPeriodOnTheRealServers(t *testing.T) {
 		"Normal Rotated: 1 rotate (password) (KV version 2)"))
 	g.Expect(rotation()).To(Equal(float64(at.Unix())))
 
+	before := f.kv.Counts()
 	g.Expect(step("again", time.Hour+2*time.Minute).Version).To(Equal(2), "once per period")
+	g.Expect(f.kv.Counts()).To(Equal(map[string]int{"read": before["read"] + 1, "write": before["write"], "mark": before["mark"]}),
+		"a reconcile within the period reads the path once, as without one")
 
 	// The clock moves first: the edit itself is reconciled at once.
 	offset.Store(int64(time.Hour + 3*time.Minute))
