@@ -430,7 +430,7 @@ func (an *analyser) checkRotation(r *Rotate) {
 	}
 	a := &an.a
 	if r.Token == "" && r.Every == "" {
-		an.problem(ReasonInvalidRotation, "", "rotate.token is empty: rotation needs a token, a period (rotate.every), or both")
+		an.problem(ReasonInvalidRotation, "", "spec.rotate "+RotateMessage)
 	}
 	if r.Every != "" {
 		d, err := ParsePeriod(r.Every)

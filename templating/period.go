@@ -11,6 +11,10 @@ import (
 // (webhooks.TestPeriodSpellings checks that they agree).
 const PeriodMessage = "must be a whole number of days (d) or hours (h) from 1h, at most 5 digits, for example 90d or 36h"
 
+// RotateMessage is the message of a rotate block with neither a token nor
+// a period, in the CRD's rule on spec.rotate too.
+const RotateMessage = "needs a token, a period (every), or both"
+
 // maxPeriodDigits keeps the longest period (99999 days) within a
 // time.Duration and the CRD's rule cheap to bound.
 const maxPeriodDigits = 5

@@ -61,11 +61,12 @@ func TestPeriodSpellings(t *testing.T) {
 		obj := seed("e-none", "ohmlab/platforms/p/core/e", `{"k":"<random:8>"}`)
 		obj.Spec.Rotate = &ohmlabv1alpha1.Rotation{Keys: []string{"k"}}
 		err := cp.Client.Create(ctx, obj.DeepCopy(), client.DryRunAll)
-		if err == nil || !strings.Contains(err.Error(), "rotate needs a token, a period (every), or both") {
+		if err == nil || !strings.Contains(err.Error(), "spec.rotate: Invalid value: "+templating.RotateMessage) {
 			t.Errorf("CRD: %v, want the rule's refusal", err)
 		}
-		if resp := wh.Handle(ctx, request(t, admissionv1.Create, "", obj, nil)); resp.Allowed {
-			t.Error("webhook admitted a rotate block without token or period")
+		want := fmt.Sprintf(`VaultSeed.ohmlab.fr %q is invalid: spec.rotate: Invalid value: %s`, obj.Name, templating.RotateMessage)
+		if resp := wh.Handle(ctx, request(t, admissionv1.Create, "", obj, nil)); resp.Allowed || resp.Result.Message != want {
+			t.Errorf("webhook: allowed %v, %q\nwant %q", resp.Allowed, resp.Result.Message, want)
 		}
 	})
 }

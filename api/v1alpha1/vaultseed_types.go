@@ -66,7 +66,7 @@ type VaultSeedSpec struct {
 // Rotation asks for the regeneration of generated keys, once per token,
 // once per period, or both: a new token rotates at once and starts the
 // period again.
-// +kubebuilder:validation:XValidation:rule="has(self.token) || has(self.every)",message="rotate needs a token, a period (every), or both"
+// +kubebuilder:validation:XValidation:rule="has(self.token) || has(self.every)",message="needs a token, a period (every), or both"
 type Rotation struct {
 	// The rules and their messages are templating.TokenProblem's, which the
 	// webhook and `ohmlab validate` use (webhooks.TestTokenSpellings checks

@@ -26,8 +26,8 @@ const (
 	KeyPath = "spec.path"
 	// KeyData: data that is not a map, an empty key name at its top.
 	KeyData = "spec.data"
-	// KeyRotate: a rotate block that regenerates nothing, or every key
-	// pair (warnings).
+	// KeyRotate: a rotate block with neither a token nor a period; one
+	// that regenerates nothing, or every key pair (warnings).
 	KeyRotate = "spec.rotate"
 	// KeyToken: a rotation token that is empty, or that Vault would refuse
 	// in custom_metadata (templating.TokenProblem).
@@ -205,8 +205,11 @@ func fromTemplating(p templating.Problem) Problem {
 			}
 		case templating.ReasonInvalidRotation:
 			key = KeyToken
-			if rest, ok := strings.CutPrefix(msg, KeyEvery+" "); ok {
-				key, msg = KeyEvery, rest
+			for _, k := range []string{KeyEvery, KeyRotate} {
+				if rest, ok := strings.CutPrefix(msg, k+" "); ok {
+					key, msg = k, rest
+					break
+				}
 			}
 			// "spec.rotate.token must be printable...", the CRD's words.
 			msg = strings.TrimPrefix(msg, KeyToken+" ")
