@@ -28,7 +28,8 @@ type Input struct {
 	// CheckRecord: check the write record on the path (a reconcile that
 	// writes). A write whose writer stopped before reporting it is reported
 	// late (Plan.Late) when Now is within ReportWithin of its writer's
-	// deadline, and a rotation it made is never made again.
+	// deadline, and a rotation it made is never made again. Now is also
+	// the clock of rotate.every, and the time a rotation records.
 	CheckRecord  bool
 	Now          time.Time
 	ReportWithin time.Duration
@@ -115,7 +116,7 @@ func Decide(ctx context.Context, in Input, o Observed, g templating.Generator) (
 	}
 	w, late := in.landed(o)
 	if w != nil {
-		o.LandedToken, o.LandedAt = w.Token, w.Version
+		o.LandedToken, o.LandedAt, o.LandedRotatedAt = w.Token, w.Version, w.RotatedAt
 	}
 	p, err := decide(ctx, in.desired(), o, g)
 	p.Late = late
@@ -126,7 +127,8 @@ func Decide(ctx context.Context, in Input, o Observed, g templating.Generator) (
 // knows.
 func (in Input) desired() Desired {
 	seed := in.Seed
-	d := Desired{Owner: seeds.Owner(seed), Analysis: in.Analysis, Prune: seed.Spec.Prune, Version: int(seed.Status.Version)}
+	d := Desired{Owner: seeds.Owner(seed), Analysis: in.Analysis, Prune: seed.Spec.Prune, Version: int(seed.Status.Version),
+		Period: in.Analysis.RotationPeriod, Now: in.Now}
 	if seed.Spec.Rotate != nil {
 		d.RotationToken = seed.Spec.Rotate.Token
 	}
@@ -140,12 +142,19 @@ func (in Input) desired() Desired {
 	return d
 }
 
-// declaredToken is spec.rotate.token, "" without rotation.
-func (in Input) declaredToken() string {
+// declared is the rotation the object declares.
+func (in Input) declared() declaredRotation {
 	if in.Seed.Spec.Rotate == nil {
-		return ""
+		return declaredRotation{}
 	}
-	return in.Seed.Spec.Rotate.Token
+	return declaredRotation{token: in.Seed.Spec.Rotate.Token, period: in.Analysis.RotationPeriod > 0}
+}
+
+// declaredRotation is what a landed rotation is compared with: the
+// declared token, and whether a period is declared.
+type declaredRotation struct {
+	token  string
+	period bool
 }
 
 // RingThrough returns the message of the reference cycle through the

@@ -26,12 +26,16 @@ const (
 	ActionDeleteField = "delete-field" // prune a managed key that data no longer declares
 	ActionRotate      = templating.ActionRotate
 	ActionRecordToken = "record-token" // record rotate.token after the rotated keys are written
-	ActionDelete      = "delete"       // remove the path and all its versions (deletionPolicy Delete)
+	// ActionRecordRotation records ohmlab.fr/rotated-at alone: rotate.every's
+	// period starts on a path that has no time recorded, or the time of a
+	// rotation that landed without it is recorded.
+	ActionRecordRotation = "record-rotation"
+	ActionDelete         = "delete" // remove the path and all its versions (deletionPolicy Delete)
 )
 
 // actionOrder is the order in which summaries, metrics and `ohmlab plan`
 // list actions.
-var actionOrder = []string{ActionCreate, ActionAdopt, ActionCreateField, ActionUpdateField, ActionDeleteField, ActionRotate, ActionRecordToken, ActionDelete}
+var actionOrder = []string{ActionCreate, ActionAdopt, ActionCreateField, ActionUpdateField, ActionDeleteField, ActionRotate, ActionRecordToken, ActionRecordRotation, ActionDelete}
 
 // ActionOrder returns every action name, in the order summaries list them.
 func ActionOrder() []string { return slices.Clone(actionOrder) }
@@ -74,6 +78,11 @@ type Desired struct {
 	Analysis templating.Analysis
 	// RotationToken is spec.rotate.token, "" without rotation.
 	RotationToken string
+	// Period is spec.rotate.every, 0 without one.
+	Period time.Duration
+	// Now is the planner's clock: when Period has passed since the time
+	// the path records, and the time a rotation records.
+	Now time.Time
 	// Prune is spec.prune.
 	Prune bool
 	// ManagedKeys are the key names of status.managedKeys.
@@ -110,6 +119,9 @@ type Observed struct {
 	LandedToken string
 	// LandedAt is the version that rotation made.
 	LandedAt int
+	// LandedRotatedAt is the time that landed write records (Record's
+	// RotatedAt), "" when none.
+	LandedRotatedAt string
 	// Record holds the versions that tell whether the write record on the
 	// path landed, nil when it needs no check.
 	Record *RecordVersions
@@ -139,8 +151,14 @@ type Plan struct {
 	// RecordToken is the rotation token to record after the data write, ""
 	// when none.
 	RecordToken string
-	// Rotated is the version at which the rotation for RecordToken landed,
-	// when the plan only records it (Observed.LandedAt); 0 otherwise.
+	// RecordRotatedAt is the time to record under
+	// ohmlabv1alpha1.RotatedAtMetadataKey with RecordToken, after the data
+	// write (RFC 3339, UTC): the plan's rotation, a landed one's, or the
+	// start of rotate.every's period; "" when none.
+	RecordRotatedAt string
+	// Rotated is the version at which the rotation for RecordToken (or, with
+	// no token, RecordRotatedAt) landed, when the plan only records it
+	// (Observed.LandedAt); 0 otherwise.
 	Rotated int
 	// ManagedKeys are the key names of status.managedKeys after the plan
 	// is applied; the keys of Actions are written by it, the others keep
@@ -181,7 +199,7 @@ func (p Plan) EventReason() string {
 	switch {
 	case c[ActionCreate] > 0:
 		return ohmlabv1alpha1.EventReasonCreated
-	case c[ActionRotate] > 0 || c[ActionRecordToken] > 0:
+	case c[ActionRotate] > 0 || c[ActionRecordToken] > 0 || p.Rotated > 0:
 		return ohmlabv1alpha1.EventReasonRotated
 	case c[ActionAdopt] > 0:
 		return ohmlabv1alpha1.EventReasonAdopted
@@ -338,23 +356,56 @@ func (p *Plan) markPath(d Desired, owner string, path *vaultkv.Secret) {
 	if d.RotationToken != "" {
 		p.Mark[ohmlabv1alpha1.RotationTokenMetadataKey] = d.RotationToken
 	}
+	if d.Period > 0 {
+		// The period starts with the path's values, or with the adoption.
+		p.Mark[ohmlabv1alpha1.RotatedAtMetadataKey] = d.rotatedAt()
+	}
 }
 
-// rotation plans the token record of a declared rotation token that the
-// object's path does not carry, and returns the keys to regenerate. A
-// write that rotated for this token landed and its token record did not
-// (its process stopped, or another process under another Lease is about to
-// record it): the token is recorded, nothing rotates twice.
+// rotation plans the record of a rotation and returns the keys to
+// regenerate: once for a declared token the object's path does not carry
+// (at once, whatever the period: it starts again), once rotate.every has
+// passed since the time the path records. A write that rotated landed and
+// its record did not (its process stopped, or another process under
+// another Lease is about to record it): the record is made, nothing
+// rotates twice. A period on a path that records no time (declared on a
+// path the controller already owned, or its time edited by hand) starts
+// now, without rotating: rotating at once is asked for with a new token.
 func (p *Plan) rotation(d Desired, owner string, path *vaultkv.Secret, o Observed) []string {
-	if owner == "" || d.RotationToken == "" || path.CustomMetadata[ohmlabv1alpha1.RotationTokenMetadataKey] == d.RotationToken {
+	if owner == "" {
+		// Created or adopted: markPath records the token and the time.
 		return nil
 	}
-	p.RecordToken = d.RotationToken
-	if o.LandedToken == d.RotationToken {
-		p.Rotated = o.LandedAt
+	recorded := path.CustomMetadata[ohmlabv1alpha1.RotatedAtMetadataKey]
+	tokenDue := d.RotationToken != "" && path.CustomMetadata[ohmlabv1alpha1.RotationTokenMetadataKey] != d.RotationToken
+	if !tokenDue && d.Period > 0 && o.LandedToken == "" && o.LandedRotatedAt != "" && o.LandedRotatedAt != recorded {
+		p.Rotated, p.RecordRotatedAt = o.LandedAt, o.LandedRotatedAt
 		return nil
 	}
-	return d.Analysis.RotationKeys
+	at, err := time.Parse(time.RFC3339, recorded)
+	switch {
+	case tokenDue:
+		p.RecordToken, p.RecordRotatedAt = d.RotationToken, d.rotatedAt()
+		if o.LandedToken == d.RotationToken {
+			p.Rotated = o.LandedAt
+			if o.LandedRotatedAt != "" {
+				p.RecordRotatedAt = o.LandedRotatedAt
+			}
+			return nil
+		}
+		return d.Analysis.RotationKeys
+	case d.Period > 0 && err != nil:
+		p.RecordRotatedAt = d.rotatedAt()
+	case d.Period > 0 && !d.Now.Before(at.Add(d.Period)):
+		p.RecordRotatedAt = d.rotatedAt()
+		return d.Analysis.RotationKeys
+	}
+	return nil
+}
+
+// rotatedAt is the time a rotation planned now records.
+func (d Desired) rotatedAt() string {
+	return d.Now.UTC().Format(time.RFC3339)
 }
 
 // withoutKeys is current without the keys of drop (current itself when
@@ -430,6 +481,9 @@ func (p *Plan) write(d Desired, path *vaultkv.Secret, current map[string]any, fi
 	}
 	if p.RecordToken != "" {
 		p.Actions = append(p.Actions, Action{Name: ActionRecordToken})
+	}
+	if p.RecordRotatedAt != "" && p.RecordToken == "" && !rotates(fill.Changes) {
+		p.Actions = append(p.Actions, Action{Name: ActionRecordRotation})
 	}
 	if len(fill.Changes) > 0 || len(pruned) > 0 || !path.Exists {
 		p.Data = tree
@@ -686,4 +740,26 @@ func sortActions(actions []Action) {
 		}
 		return strings.Compare(a.Key, b.Key)
 	})
+}
+
+// rotates says whether changes rotate a key.
+func rotates(changes []templating.Change) bool {
+	return slices.ContainsFunc(changes, func(c templating.Change) bool { return c.Action == ActionRotate })
+}
+
+// RotationRecord is the custom_metadata recorded after the data write: the
+// rotation token and the time of the rotation, in one request; nil when
+// there is none.
+func (p Plan) RotationRecord() map[string]string {
+	if p.RecordToken == "" && p.RecordRotatedAt == "" {
+		return nil
+	}
+	md := map[string]string{}
+	if p.RecordToken != "" {
+		md[ohmlabv1alpha1.RotationTokenMetadataKey] = p.RecordToken
+	}
+	if p.RecordRotatedAt != "" {
+		md[ohmlabv1alpha1.RotatedAtMetadataKey] = p.RecordRotatedAt
+	}
+	return md
 }

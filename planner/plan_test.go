@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ohmlab/ohmlab-controller/planner/plantest"
 
@@ -177,12 +178,20 @@ func desired(t testing.TB, s spec) Desired {
 	if len(a.Problems) > 0 {
 		t.Fatalf("test object has problems: %v", a.Problems)
 	}
-	d := Desired{Owner: testOwner, Analysis: a, Prune: s.prune, ManagedKeys: s.managed, WrittenAt: s.writtenAt}
+	d := Desired{Owner: testOwner, Analysis: a, Prune: s.prune, ManagedKeys: s.managed, WrittenAt: s.writtenAt, Now: testNow,
+		Period: a.RotationPeriod}
 	if s.rotate != nil {
 		d.RotationToken = s.rotate.Token
 	}
 	return d
 }
+
+// testNow is the planner's clock in the table tests, and testNowText the
+// time a rotation planned at it records.
+var (
+	testNow     = time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC)
+	testNowText = "2026-12-01T09:30:00Z"
+)
 
 // observe is what the planner reads in a test: the path, its sources, and
 // the versions a prune compares with: the path's own one, and written. A
@@ -228,9 +237,12 @@ type planCase struct {
 	path    *vaultkv.Secret
 	refs    map[string]*vaultkv.Secret
 	written map[int]*vaultkv.Secret
-	// landedToken is Observed.LandedToken.
-	landedToken string
-	want        Plan
+	// landedToken is Observed.LandedToken, landedRotatedAt
+	// Observed.LandedRotatedAt.
+	landedToken, landedRotatedAt string
+	// landedAt is Observed.LandedAt.
+	landedAt int
+	want     Plan
 }
 
 func runPlanCases(t *testing.T, cases []planCase) {
@@ -239,7 +251,7 @@ func runPlanCases(t *testing.T, cases []planCase) {
 		t.Run(tc.name, func(t *testing.T) {
 			d := desired(t, tc.spec)
 			o := observe(&d, tc.path, tc.refs, tc.written)
-			o.LandedToken = tc.landedToken
+			o.LandedToken, o.LandedRotatedAt, o.LandedAt = tc.landedToken, tc.landedRotatedAt, tc.landedAt
 			got, err := decide(t.Context(), d, o, testGen())
 			if err != nil {
 				t.Fatalf("plan: %v", err)
@@ -557,11 +569,12 @@ func TestPlan(t *testing.T) {
 			spec: spec{data: keycloak(), rotate: rotation, managed: keycloakKeys},
 			path: ours(5, seeded(hashStored), tokenKey, "2026-01-01"),
 			want: Plan{
-				Actions:     []Action{update("admin.passwordHashed"), rotate("admin.password"), actRecordToken},
-				Data:        seeded(hashOf(rnd24), "admin.password", rnd24),
-				CAS:         5,
-				RecordToken: "2026-10-12",
-				ManagedKeys: keycloakKeys,
+				Actions:         []Action{update("admin.passwordHashed"), rotate("admin.password"), actRecordToken},
+				Data:            seeded(hashOf(rnd24), "admin.password", rnd24),
+				CAS:             5,
+				RecordToken:     "2026-10-12",
+				RecordRotatedAt: testNowText,
+				ManagedKeys:     keycloakKeys,
 			},
 		},
 		{
@@ -572,9 +585,10 @@ func TestPlan(t *testing.T) {
 				Actions: []Action{update("admin.passwordHashed"), rotate("admin.password"), rotate("clients.grafana-core.clientSecret"), actRecordToken},
 				Data: seeded(hashOf(rnd24), "admin.password", rnd24, "clients.grafana-core.clientSecret", rnd32,
 					"webhook", "https://hooks.example/typed"),
-				CAS:         5,
-				RecordToken: "t2",
-				ManagedKeys: keycloakKeys,
+				CAS:             5,
+				RecordToken:     "t2",
+				RecordRotatedAt: testNowText,
+				ManagedKeys:     keycloakKeys,
 			},
 		},
 		{
@@ -583,10 +597,11 @@ func TestPlan(t *testing.T) {
 			path:        ours(6, seeded(hashStored), tokenKey, "2026-01-01"),
 			landedToken: "2026-10-12",
 			want: Plan{
-				Actions:     []Action{actRecordToken},
-				CAS:         6,
-				RecordToken: "2026-10-12",
-				ManagedKeys: keycloakKeys,
+				Actions:         []Action{actRecordToken},
+				CAS:             6,
+				RecordToken:     "2026-10-12",
+				RecordRotatedAt: testNowText,
+				ManagedKeys:     keycloakKeys,
 			},
 		},
 		{
@@ -600,11 +615,12 @@ func TestPlan(t *testing.T) {
 			spec: spec{data: keycloak(), rotate: rotation, managed: keycloakKeys},
 			path: ours(5, seeded(hashStored, "admin.password", nil), tokenKey, "t0"),
 			want: Plan{
-				Actions:     []Action{create("admin.password"), update("admin.passwordHashed"), actRecordToken},
-				Data:        seeded(hashOf(rnd24), "admin.password", rnd24),
-				CAS:         5,
-				RecordToken: "2026-10-12",
-				ManagedKeys: keycloakKeys,
+				Actions:         []Action{create("admin.password"), update("admin.passwordHashed"), actRecordToken},
+				Data:            seeded(hashOf(rnd24), "admin.password", rnd24),
+				CAS:             5,
+				RecordToken:     "2026-10-12",
+				RecordRotatedAt: testNowText,
+				ManagedKeys:     keycloakKeys,
 			},
 		},
 		{
@@ -612,10 +628,11 @@ func TestPlan(t *testing.T) {
 			spec: spec{data: m{"user": "admin"}, rotate: &templating.Rotate{Token: "t2"}, managed: []string{"user"}},
 			path: ours(5, m{"user": "admin"}, tokenKey, "t1"),
 			want: Plan{
-				Actions:     []Action{actRecordToken},
-				CAS:         5,
-				RecordToken: "t2",
-				ManagedKeys: []string{"user"},
+				Actions:         []Action{actRecordToken},
+				CAS:             5,
+				RecordToken:     "t2",
+				RecordRotatedAt: testNowText,
+				ManagedKeys:     []string{"user"},
 			},
 		},
 		{
@@ -719,11 +736,12 @@ func planKeyPair(t *testing.T, private, public string) {
 			spec: spec{data: sops(), rotate: &templating.Rotate{Token: "t2", Keys: []string{"sops.secret"}}, managed: keys},
 			path: ours(5, m{"sops": m{"secret": oldSecret, "public": oldPublic}}, tokenKey, "t1"),
 			want: Plan{
-				Actions:     []Action{update("sops.public"), rotate("sops.secret"), actRecordToken},
-				Data:        m{"sops": m{"secret": newPrivateKey(oldSecret), "public": newPublic}},
-				CAS:         5,
-				RecordToken: "t2",
-				ManagedKeys: keys,
+				Actions:         []Action{update("sops.public"), rotate("sops.secret"), actRecordToken},
+				Data:            m{"sops": m{"secret": newPrivateKey(oldSecret), "public": newPublic}},
+				CAS:             5,
+				RecordToken:     "t2",
+				RecordRotatedAt: testNowText,
+				ManagedKeys:     keys,
 			},
 		},
 		{
@@ -1141,11 +1159,12 @@ func TestPlanKeepsKeysThatFlattenHides(t *testing.T) {
 			path: ours(5, m{"app": typed, "gen": "g0", "copy": "stale", "old": "o", "a.b": "typed", "m": m{"c.d": "typed", "e": m{}}}, tokenKey, "t1"),
 			refs: map[string]*vaultkv.Secret{pgPath: pgSecret("pg-source")},
 			want: Plan{
-				Actions:     []Action{create("app.pw"), update("copy"), prune("old"), rotate("gen"), actRecordToken},
-				Data:        m{"app": m{"spring.datasource.password": "typed", "pw": rnd8}, "gen": hex4, "copy": "pg-source", "a.b": "typed", "m": m{"c.d": "typed", "e": m{}}},
-				CAS:         5,
-				RecordToken: "t2",
-				ManagedKeys: []string{"app.pw", "copy", "gen"},
+				Actions:         []Action{create("app.pw"), update("copy"), prune("old"), rotate("gen"), actRecordToken},
+				Data:            m{"app": m{"spring.datasource.password": "typed", "pw": rnd8}, "gen": hex4, "copy": "pg-source", "a.b": "typed", "m": m{"c.d": "typed", "e": m{}}},
+				CAS:             5,
+				RecordToken:     "t2",
+				RecordRotatedAt: testNowText,
+				ManagedKeys:     []string{"app.pw", "copy", "gen"},
 			},
 		},
 	})

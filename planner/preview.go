@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +23,8 @@ type PreviewOptions struct {
 	// AllowDelete is the target's allowDelete: without it an object asking
 	// for deletionPolicy Delete is Stalled (Forbidden).
 	AllowDelete bool
+	// Now is the clock of rotate.every; zero: the time of the call.
+	Now time.Time
 }
 
 // Preview is what the controller would do to one object's path (`ohmlab
@@ -92,11 +95,14 @@ func PreviewSeeds(ctx context.Context, kv KVReader, analysed []seeds.Analysed, o
 	set := templating.AnalyseSet(all)
 	ov := &overlay{kv: kv, planned: map[string]*vaultkv.Secret{}, writer: map[string]string{}}
 	gen := templating.Generator{Dry: true}
+	if opts.Now.IsZero() {
+		opts.Now = time.Now()
+	}
 	out := make([]Preview, len(analysed))
 	var planned []int
 	for _, i := range dependencyOrder(analysed) {
 		a := analysed[i]
-		in := Input{Analysed: a, Managed: a.Seed.Status.ManagedKeys, Ring: RingThrough(set, seeds.Owner(a.Seed)), AllowDelete: opts.AllowDelete}
+		in := Input{Analysed: a, Managed: a.Seed.Status.ManagedKeys, Ring: RingThrough(set, seeds.Owner(a.Seed)), AllowDelete: opts.AllowDelete, Now: opts.Now}
 		pv, err := previewOne(ctx, ov, gen, in)
 		if err != nil {
 			return collect(out, planned), fmt.Errorf("%s %s: %w", seeds.Owner(a.Seed), a.Seed.Spec.Path, err)
@@ -249,7 +255,8 @@ func (o *overlay) ReadVersion(ctx context.Context, path string, version int) (*v
 // record keeps what apply would write for the plan: metadata (owner marker,
 // rotation token) and the data tree as a new version.
 func (o *overlay) record(path string, seen *vaultkv.Secret, p Plan, owner string) {
-	if p.Mark == nil && p.Data == nil && p.RecordToken == "" {
+	rotation := p.RotationRecord()
+	if p.Mark == nil && p.Data == nil && rotation == nil {
 		return
 	}
 	s := *seen
@@ -258,9 +265,7 @@ func (o *overlay) record(path string, seen *vaultkv.Secret, p Plan, owner string
 		s.CustomMetadata = map[string]string{}
 	}
 	maps.Copy(s.CustomMetadata, p.Mark)
-	if p.RecordToken != "" {
-		s.CustomMetadata[ohmlabv1alpha1.RotationTokenMetadataKey] = p.RecordToken
-	}
+	maps.Copy(s.CustomMetadata, rotation)
 	if p.Data != nil {
 		s.Exists, s.Deleted, s.Data, s.Version = true, false, p.Data, p.CAS+1
 		o.writer[path] = owner

@@ -57,6 +57,10 @@ type Record struct {
 	Rotated int `json:"rotated,omitempty"`
 	// Token is the rotation token recorded after the write, "" when none.
 	Token string `json:"token,omitempty"`
+	// RotatedAt is the time recorded after the write under
+	// ohmlabv1alpha1.RotatedAtMetadataKey, "" when the write rotates
+	// nothing: a rotation without a token (rotate.every) is known by it.
+	RotatedAt string `json:"rotatedAt,omitempty"`
 	// Actions are the write's actions: the keys of each field action, an
 	// empty list for a path action (create, adopt, record-token).
 	Actions map[string][]string `json:"actions,omitempty"`
@@ -97,7 +101,7 @@ const maxClockSkew = time.Minute
 // (zero: none).
 func NewRecord(p Plan, seed *ohmlabv1alpha1.VaultSeed, deadline time.Time) Record {
 	w := Record{Version: p.CAS + 1, UID: string(seed.UID), Generation: seed.Generation, Status: seed.Status.Version, Base: CreatedTime(p.Base),
-		Token: p.RecordToken, Rotated: p.Rotated, Actions: map[string][]string{}}
+		Token: p.RecordToken, RotatedAt: p.RecordRotatedAt, Rotated: p.Rotated, Actions: map[string][]string{}}
 	if !deadline.IsZero() {
 		w.Until = deadline.UTC().Format(time.RFC3339Nano)
 	}
@@ -129,7 +133,7 @@ func (w Record) metadata() map[string]string {
 	s := asciiJSON(w)
 	if len(s) > maxIntentParts*vaultkv.MaxMetadataValueBytes {
 		s = asciiJSON(Record{Version: w.Version, UID: w.UID, Generation: w.Generation, Base: w.Base, Until: w.Until, Token: w.Token,
-			Rotated: w.Rotated, Unlisted: true, Keys: keysDigest(w.keys())})
+			RotatedAt: w.RotatedAt, Rotated: w.Rotated, Unlisted: true, Keys: keysDigest(w.keys())})
 	}
 	md := map[string]string{}
 	for i := 0; s != ""; i++ {
@@ -350,11 +354,16 @@ func unlistedActions(token string, written, before *vaultkv.Secret) map[string][
 	return out
 }
 
-// rotated says whether the write applied the declared rotation token that
-// the path does not carry yet: its keys are rotated, only the token is left
-// to record: a shard move never rotates twice.
-func (w Record) rotated(declared string, path *vaultkv.Secret) bool {
-	return w.Token != "" && w.Token == declared && path.CustomMetadata[ohmlabv1alpha1.RotationTokenMetadataKey] != declared
+// rotated says whether the write applied a rotation the object still
+// declares and the path does not record yet: one for the declared token
+// that the path does not carry, or, without a token, one of the declared
+// period whose time the path does not carry. Its keys are rotated, only
+// the record is left: a shard move never rotates twice.
+func (w Record) rotated(declared declaredRotation, path *vaultkv.Secret) bool {
+	if w.Token != "" {
+		return w.Token == declared.token && path.CustomMetadata[ohmlabv1alpha1.RotationTokenMetadataKey] != declared.token
+	}
+	return declared.period && w.RotatedAt != "" && path.CustomMetadata[ohmlabv1alpha1.RotatedAtMetadataKey] != w.RotatedAt
 }
 
 // readable says whether a version was read with its data.
@@ -389,7 +398,7 @@ func (w Record) Voids(cur Record) bool {
 // so that no later version (a person's, made while the controller waits)
 // is taken for it. It keeps what a successor needs of a rotation.
 func (w Record) VoidMetadata() map[string]string {
-	return map[string]string{intentKey(0): asciiJSON(Record{Version: w.Version, UID: w.UID, Token: w.Token, Rotated: w.Rotated, Void: true})}
+	return map[string]string{intentKey(0): asciiJSON(Record{Version: w.Version, UID: w.UID, Token: w.Token, RotatedAt: w.RotatedAt, Rotated: w.Rotated, Void: true})}
 }
 
 // RecordVersions are the versions of the path that tell whether the write
@@ -423,8 +432,8 @@ func (in Input) recordOnPath(path *vaultkv.Secret) (Record, bool) {
 // rotationRecorded is the rotation a writer found landed and whose token it
 // did not record, whether or not its own write did: it is not made again.
 func (in Input) rotationRecorded(w Record, path *vaultkv.Secret) (*Record, bool) {
-	if w.Rotated > 0 && w.Rotated <= path.Version && w.rotated(in.declaredToken(), path) {
-		return &Record{Version: w.Rotated, Token: w.Token}, true
+	if w.Rotated > 0 && w.Rotated <= path.Version && w.rotated(in.declared(), path) {
+		return &Record{Version: w.Rotated, Token: w.Token, RotatedAt: w.RotatedAt}, true
 	}
 	return nil, false
 }
@@ -448,7 +457,7 @@ func (in Input) recordToCheck(path *vaultkv.Secret) (Record, bool) {
 	if _, ok := in.rotationRecorded(w, path); ok || w.Void || path.Version < w.Version {
 		return Record{}, false
 	}
-	if in.reportedAlready(w) && !w.rotated(in.declaredToken(), path) {
+	if in.reportedAlready(w) && !w.rotated(in.declared(), path) {
 		return Record{}, false
 	}
 	return w, true
@@ -471,7 +480,7 @@ func (in Input) landed(o Observed) (*Record, *Late) {
 		return nil, nil
 	}
 	written, before := o.Record.Written, o.Record.Before
-	rotated := w.rotated(in.declaredToken(), o.Path)
+	rotated := w.rotated(in.declared(), o.Path)
 	if !readable(written) || w.Version > 1 && !readable(before) {
 		// Not knowing whether the rotation landed must not rotate again:
 		// the token is recorded.

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 )
@@ -28,8 +29,11 @@ type Object struct {
 
 // Rotate is spec.rotate (product document, "Rotation").
 type Rotate struct {
-	// Token triggers one regeneration per distinct value. Must not be empty.
+	// Token triggers one regeneration per distinct value; "" when none.
 	Token string
+	// Every is the rotation period as spelled ([ParsePeriod]); "" when
+	// none. A rotate block needs a token, a period, or both.
+	Every string
 	// Keys are the dotted key paths to regenerate; empty means every
 	// generated key.
 	Keys []string
@@ -92,6 +96,9 @@ type Analysis struct {
 	// key when rotate.keys is empty. A key pair rotates through its private
 	// key (the public follows). Nil without spec.rotate.
 	RotationKeys []string
+	// RotationPeriod is rotate.every parsed, 0 without one (or when it does
+	// not parse: a problem).
+	RotationPeriod time.Duration
 	// RefPaths are the distinct paths the object's references read, sorted,
 	// without the object's own path (Fill resolves those itself).
 	RefPaths []string
@@ -130,9 +137,10 @@ type Analysis struct {
 //     above MaxEntryBytes, a warning;
 //   - more than MaxCostlyKeys bcrypt hashes and key pairs ([CostlyKeys]),
 //     which one reconcile could not compute in its time;
-//   - InvalidRotation: an empty rotate.token, or one Vault refuses in
-//     custom_metadata ([TokenProblem], message "spec.rotate.token " + its
-//     message); rotate.keys naming a key that
+//   - InvalidRotation: neither rotate.token nor rotate.every, a token
+//     Vault refuses in custom_metadata ([TokenProblem], message
+//     "spec.rotate.token " + its message), a period [ParsePeriod] refuses
+//     (message "spec.rotate.every " + PeriodMessage); rotate.keys naming a key that
 //     is not declared, a map, or a key that is not generated (plain, "",
 //     <ref:>, <bcrypt:>; for a public key, list its private key: the pair
 //     rotates together).
@@ -421,8 +429,15 @@ func (an *analyser) checkRotation(r *Rotate) {
 		return
 	}
 	a := &an.a
-	if r.Token == "" {
-		an.problem(ReasonInvalidRotation, "", "rotate.token is empty: rotation needs a token")
+	if r.Token == "" && r.Every == "" {
+		an.problem(ReasonInvalidRotation, "", "spec.rotate "+RotateMessage)
+	}
+	if r.Every != "" {
+		d, err := ParsePeriod(r.Every)
+		if err != nil {
+			an.problem(ReasonInvalidRotation, "", "spec.rotate.every "+err.Error())
+		}
+		a.RotationPeriod = d
 	}
 	for _, msg := range TokenProblem(r.Token) {
 		an.problem(ReasonInvalidRotation, "", "spec.rotate.token "+msg)

@@ -231,7 +231,7 @@ func TestAnalyseProblems(t *testing.T) {
 		{name: "ref to another path's missing key: fine", data: m{"a": "<ref:m/other#nothing>"}},
 
 		// Rotation.
-		{name: "rotation token empty", data: m{"a": "<uuid>"}, rotate: &Rotate{}, want: []Problem{rot("", "rotate.token is empty: rotation needs a token")}},
+		{name: "rotation token empty", data: m{"a": "<uuid>"}, rotate: &Rotate{}, want: []Problem{rot("", "spec.rotate "+RotateMessage)}},
 		{name: "rotation token with a tab", data: m{"a": "<uuid>"}, rotate: &Rotate{Token: "2026\t11"}, want: []Problem{rot("", "spec.rotate.token "+TokenPrintableMessage)}},
 		{name: "rotation token with a newline", data: m{"a": "<uuid>"}, rotate: &Rotate{Token: "2026-11\n"}, want: []Problem{rot("", "spec.rotate.token "+TokenPrintableMessage)}},
 		{name: "rotation token with a zero-width space", data: m{"a": "<uuid>"}, rotate: &Rotate{Token: "a\u200bb"}, want: []Problem{rot("", "spec.rotate.token "+TokenPrintableMessage)}},
@@ -250,7 +250,7 @@ func TestAnalyseProblems(t *testing.T) {
 
 		// Everything at once, sorted by key.
 		{name: "all at once", path: "bad", data: m{"z": nil, "a.b": "x", "h": "<bcrypt:nope>", "p": "<age:public>"}, rotate: &Rotate{Keys: []string{"q"}}, want: []Problem{
-			rot("", "rotate.token is empty: rotation needs a token"),
+			rot("", "spec.rotate "+RotateMessage),
 			spec("", errPath),
 			spec("a.b", `key name "a.b" contains a dot: nest maps instead`),
 			spec("h", `<bcrypt:nope> hashes nope, which data does not declare (a key filled by hand is declared as "")`),

@@ -94,8 +94,9 @@ const (
 const (
 	// EventReasonCreated: a write created the path.
 	EventReasonCreated = "Created"
-	// EventReasonRotated: a write rotated keys for a new rotate.token, or
-	// recorded the token of a rotation that had landed.
+	// EventReasonRotated: a write rotated keys for a new rotate.token or
+	// at the end of rotate.every's period (its note names the keys), or
+	// recorded the token or time of a rotation that had landed.
 	EventReasonRotated = "Rotated"
 	// EventReasonAdopted: the owner marker was written on a path made by
 	// hand; its data were left alone.
@@ -133,6 +134,11 @@ const (
 	OwnerMetadataKey = "ohmlab.fr/owner"
 	// RotationTokenMetadataKey holds the last rotate.token applied.
 	RotationTokenMetadataKey = "ohmlab.fr/rotation-token"
+	// RotatedAtMetadataKey holds when the rotation keys were last
+	// regenerated (RFC 3339, UTC): by rotate.token or rotate.every, or,
+	// with rotate.every, when the path was created or adopted or the
+	// period first declared on it. rotate.every counts from it.
+	RotatedAtMetadataKey = "ohmlab.fr/rotated-at"
 	// WriteMetadataKey holds the record of the controller's last data write
 	// on the path, merged before that write: the KV version it creates, its
 	// rotation token and its actions with their key names, never a value

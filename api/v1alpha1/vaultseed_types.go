@@ -46,7 +46,8 @@ type VaultSeedSpec struct {
 	// +optional
 	Data *apiextensionsv1.JSON `json:"data,omitempty"`
 
-	// Rotate regenerates generated keys once per distinct token.
+	// Rotate regenerates generated keys once per distinct token, once per
+	// period, or both.
 	// +optional
 	Rotate *Rotation `json:"rotate,omitempty"`
 
@@ -62,7 +63,10 @@ type VaultSeedSpec struct {
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
 }
 
-// Rotation asks for the regeneration of generated keys, once per token.
+// Rotation asks for the regeneration of generated keys, once per token,
+// once per period, or both: a new token rotates at once and starts the
+// period again.
+// +kubebuilder:validation:XValidation:rule="has(self.token) || has(self.every)",message="needs a token, a period (every), or both"
 type Rotation struct {
 	// The rules and their messages are templating.TokenProblem's, which the
 	// webhook and `ohmlab validate` use (webhooks.TestTokenSpellings checks
@@ -75,12 +79,27 @@ type Rotation struct {
 	// Token is compared with the token recorded on the path; when they
 	// differ the keys are regenerated once and the token is recorded.
 	// Printable characters only (no tab or newline), at most 256 characters
-	// and 512 bytes.
+	// and 512 bytes. Optional when every is set.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
 	// +kubebuilder:validation:XValidation:rule="self.matches(r'^[\\p{L}\\p{M}\\p{N}\\p{P}\\p{S} ]*$')",message="must be printable: letters, marks, digits, punctuation, symbols and the ASCII space only, no tab, newline, other space or invisible character (Vault refuses them in custom_metadata, where the token is recorded)"
 	// +kubebuilder:validation:XValidation:rule="bytes(self).size() <= 512",message="must be at most 512 bytes of UTF-8 (Vault refuses a longer custom_metadata value, where the token is recorded)"
-	Token string `json:"token"`
+	// +optional
+	Token string `json:"token,omitempty"`
+
+	// The rule and its message are templating.ParsePeriod's and
+	// templating.PeriodMessage, which the webhook and `ohmlab validate` use.
+
+	// Every is the rotation period: a whole number of days (d, 24 hours)
+	// or hours (h), from 1h, for example 90d or 36h. The keys are
+	// regenerated at the first resync once the period has passed since the
+	// time recorded on the path (ohmlab.fr/rotated-at: the last rotation,
+	// or when the path was created or adopted, or when the period was
+	// first declared on it).
+	// +kubebuilder:validation:MaxLength=6
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[1-9][0-9]{0,4}[dh]$')",message="must be a whole number of days (d) or hours (h) from 1h, at most 5 digits, for example 90d or 36h"
+	// +optional
+	Every string `json:"every,omitempty"`
 
 	// Keys are dotted key paths (admin.password). Empty means every
 	// generated key of the object.

@@ -17,7 +17,7 @@ import (
 func Object(seed *ohmlabv1alpha1.VaultSeed) (templating.Object, error) {
 	o := templating.Object{Namespace: seed.Namespace, Name: seed.Name, Path: seed.Spec.Path, Data: map[string]any{}}
 	if seed.Spec.Rotate != nil {
-		o.Rotate = &templating.Rotate{Token: seed.Spec.Rotate.Token, Keys: seed.Spec.Rotate.Keys}
+		o.Rotate = &templating.Rotate{Token: seed.Spec.Rotate.Token, Every: seed.Spec.Rotate.Every, Keys: seed.Spec.Rotate.Keys}
 	}
 	if seed.Spec.Data == nil || len(seed.Spec.Data.Raw) == 0 || string(seed.Spec.Data.Raw) == "null" {
 		return o, nil

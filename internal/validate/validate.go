@@ -26,12 +26,14 @@ const (
 	KeyPath = "spec.path"
 	// KeyData: data that is not a map, an empty key name at its top.
 	KeyData = "spec.data"
-	// KeyRotate: a rotate block that regenerates nothing, or every key
-	// pair (warnings).
+	// KeyRotate: a rotate block with neither a token nor a period; one
+	// that regenerates nothing, or every key pair (warnings).
 	KeyRotate = "spec.rotate"
 	// KeyToken: a rotation token that is empty, or that Vault would refuse
 	// in custom_metadata (templating.TokenProblem).
 	KeyToken = "spec.rotate.token"
+	// KeyEvery: a rotation period templating.ParsePeriod refuses.
+	KeyEvery = "spec.rotate.every"
 	// KeyName: a namespace/name given more than once, or no name.
 	KeyName = "metadata.name"
 	// KeyDeletionPolicy: a deletionPolicy other than Retain or Delete (the
@@ -203,6 +205,12 @@ func fromTemplating(p templating.Problem) Problem {
 			}
 		case templating.ReasonInvalidRotation:
 			key = KeyToken
+			for _, k := range []string{KeyEvery, KeyRotate} {
+				if rest, ok := strings.CutPrefix(msg, k+" "); ok {
+					key, msg = k, rest
+					break
+				}
+			}
 			// "spec.rotate.token must be printable...", the CRD's words.
 			msg = strings.TrimPrefix(msg, KeyToken+" ")
 		case templating.ReasonDuplicateName:

@@ -90,7 +90,7 @@ func TestSet(t *testing.T) {
 				seed("b", "ohmlab/b", `"a string"`),
 			},
 			want: [][]string{
-				{"spec.data InvalidSpec", "spec.path InvalidSpec", "spec.rotate.token InvalidRotation", "spec.rotate warning"},
+				{"spec.data InvalidSpec", "spec.path InvalidSpec", "spec.rotate InvalidRotation", "spec.rotate warning"},
 				{"spec.data InvalidSpec"},
 			},
 		},

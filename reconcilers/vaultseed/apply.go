@@ -14,8 +14,8 @@ import (
 
 // apply writes a plan: metadata (owner marker, and the record of the data
 // write, planner.Record) first, then the data with check-and-set, then the
-// rotation token, so that a token is recorded only once its keys are
-// written. It returns whether the plan's writes are to be reported (all
+// rotation's record (token, time), so that a rotation is recorded only once
+// its keys are written. It returns whether the plan's writes are to be reported (all
 // done, or the data write landed before a later step failed), and the
 // path's KV version as it leaves it: the version written, or the version
 // read when nothing was.
@@ -52,9 +52,9 @@ func (r *Reconciler) apply(ctx context.Context, kv vaultkv.KV, seed *ohmlabv1alp
 	if !p.Empty() {
 		ctrl.LoggerFrom(ctx).Info("wrote the path", "path", path, "changes", p.Summary(), "version", written.Version)
 	}
-	if p.RecordToken != "" {
-		if err := kv.Mark(ctx, path, map[string]string{ohmlabv1alpha1.RotationTokenMetadataKey: p.RecordToken}); err != nil {
-			return p.Data != nil, written, fmt.Errorf("recording rotation token %q after rotating: %w", p.RecordToken, err)
+	if md := p.RotationRecord(); md != nil {
+		if err := kv.Mark(ctx, path, md); err != nil {
+			return p.Data != nil, written, fmt.Errorf("recording the rotation (token %q, time %s) after rotating: %w", p.RecordToken, p.RecordRotatedAt, err)
 		}
 	}
 	return true, written, nil

@@ -53,6 +53,11 @@ type objectSeries struct {
 	// the path (alert OhmlabWriteLoop).
 	writes    float64
 	hasWrites bool
+	// ohmlab_last_rotation_timestamp_seconds{target,namespace,name}: the
+	// Unix time the path records under ohmlab.fr/rotated-at (the last
+	// rotation, or the start of rotate.every's period), as last read or
+	// written; 0: no series (nothing recorded).
+	lastRotation float64
 	// ohmlab_planned_changes{namespace,name,action}: the changes a real run
 	// would make, in observe-only mode, by action (indexed like planner.ActionOrder());
 	// nil: none.
@@ -70,6 +75,9 @@ var (
 	readyFamily = family{"ohmlab_object_ready", dto.MetricType_GAUGE,
 		"1 when the object is Ready, else 0; reason is the Ready condition's reason.",
 		[]string{"target", "namespace", "name", "reason"}}
+	lastRotationFamily = family{"ohmlab_last_rotation_timestamp_seconds", dto.MetricType_GAUGE,
+		"Unix time the object's rotation keys were last regenerated (rotate.token or rotate.every), as its path records it; with rotate.every, the start of the period when nothing has rotated since. No series before either.",
+		[]string{"target", "namespace", "name"}}
 	plannedFamily = family{"ohmlab_planned_changes", dto.MetricType_GAUGE,
 		"Changes a real run would make to the object's path, by action (observe-only mode).",
 		[]string{"namespace", "name", "action"}}
@@ -96,7 +104,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 type names struct{}
 
 func (names) Describe(ch chan<- *prometheus.Desc) {
-	for _, f := range []family{writesFamily, lastReconcileFamily, readyFamily, plannedFamily} {
+	for _, f := range []family{writesFamily, lastRotationFamily, lastReconcileFamily, readyFamily, plannedFamily} {
 		ch <- prometheus.NewDesc(f.name, f.help, f.labels, nil)
 	}
 }
@@ -156,6 +164,13 @@ func (m *Metrics) reconciled(target, namespace, name string) {
 	m.update(target, namespace, name, func(s *objectSeries) { s.lastReconcile = now })
 }
 
+// rotatedAt sets the time the object's path records for its last
+// rotation.
+func (m *Metrics) rotatedAt(target, namespace, name string, at time.Time) {
+	v := float64(at.Unix())
+	m.update(target, namespace, name, func(s *objectSeries) { s.lastRotation = v })
+}
+
 // wrote counts one KV data write of the object.
 func (m *Metrics) wrote(target, namespace, name string) {
 	m.update(target, namespace, name, func(s *objectSeries) { s.writes, s.hasWrites = s.writes+1, true })
@@ -193,6 +208,9 @@ type objectBlock struct {
 	writes      dto.Metric
 	counter     dto.Counter
 	writesValue float64
+	rotation    dto.Metric
+	rotGauge    dto.Gauge
+	rotValue    float64
 }
 
 // Gather implements prometheus.Gatherer: the families that have series,
@@ -219,6 +237,7 @@ func (m *Metrics) Gather() ([]*dto.MetricFamily, error) {
 	m.mu.Lock()
 	blocks := make([]objectBlock, len(m.objects))
 	ready, last, writes := make([]*dto.Metric, 0, len(blocks)), make([]*dto.Metric, 0, len(blocks)), make([]*dto.Metric, 0, len(blocks))
+	rotations := make([]*dto.Metric, 0, len(blocks))
 	var planned []*dto.Metric
 	i := 0
 	for k, s := range m.objects {
@@ -249,6 +268,12 @@ func (m *Metrics) Gather() ([]*dto.MetricFamily, error) {
 			b.writes.Label, b.writes.Counter = b.labels[:], &b.counter
 			writes = append(writes, &b.writes)
 		}
+		if s.lastRotation != 0 {
+			b.rotValue = s.lastRotation
+			b.rotGauge.Value = &b.rotValue
+			b.rotation.Label, b.rotation.Gauge = b.labels[:], &b.rotGauge
+			rotations = append(rotations, &b.rotation)
+		}
 		// Only in observe-only mode: made one by one.
 		for a, n := range s.planned {
 			if n > 0 {
@@ -264,7 +289,7 @@ func (m *Metrics) Gather() ([]*dto.MetricFamily, error) {
 	for _, f := range []struct {
 		family
 		metrics []*dto.Metric
-	}{{writesFamily, writes}, {lastReconcileFamily, last}, {readyFamily, ready}, {plannedFamily, planned}} {
+	}{{writesFamily, writes}, {lastRotationFamily, rotations}, {lastReconcileFamily, last}, {readyFamily, ready}, {plannedFamily, planned}} {
 		if len(f.metrics) == 0 {
 			continue
 		}

@@ -22,7 +22,7 @@ import (
 func (r *Reconciler) input(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed) (planner.Input, error) {
 	managed, unreported := r.store.managed(seed)
 	in := planner.Input{Analysed: seeds.Analyse(seed), Managed: managed, Unreported: unreported, AllowDelete: r.allowDelete(seed.Namespace),
-		CheckRecord: !r.ObserveOnly, Now: time.Now(), ReportWithin: r.Timeout}
+		CheckRecord: !r.ObserveOnly, Now: r.now(), ReportWithin: r.Timeout}
 	if len(in.Analysis.Problems) > 0 {
 		return in, nil
 	}
@@ -147,4 +147,12 @@ func (n newPathReader) Read(ctx context.Context, path string) (*vaultkv.Secret, 
 		return n.KV.ReadNew(ctx, path)
 	}
 	return n.KV.Read(ctx, path)
+}
+
+// now is the planner's clock.
+func (r *Reconciler) now() time.Time {
+	if r.Clock != nil {
+		return r.Clock()
+	}
+	return time.Now()
 }

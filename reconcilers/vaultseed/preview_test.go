@@ -39,6 +39,12 @@ func TestPreviewAgreesWithDrifted(t *testing.T) {
 	handMark(t, f.path("waiting"), owner("waiting"))
 	handWrite(t, f.path("prune"), map[string]any{"keep": "typed", "old": "written"})
 	handMark(t, f.path("prune"), owner("prune"))
+	// rotate.every on paths the object owns: one without a time recorded
+	// (the period starts), one whose period has passed (the keys rotate).
+	handWrite(t, f.path("period"), map[string]any{"password": "typed"})
+	handMark(t, f.path("period"), owner("period"))
+	handWrite(t, f.path("due"), map[string]any{"password": "typed"})
+	handMark(t, f.path("due"), map[string]any{ohmlabv1alpha1.OwnerMetadataKey: f.ns + "/due", ohmlabv1alpha1.RotatedAtMetadataKey: "2020-01-01T00:00:00Z"})
 
 	objs := []*ohmlabv1alpha1.VaultSeed{
 		f.seed("create", f.path("create"), `{"password":"<random:16>"}`),
@@ -58,8 +64,12 @@ func TestPreviewAgreesWithDrifted(t *testing.T) {
 		f.seed("waiting", f.path("waiting"), `{"copy":"<ref:`+f.path("nowhere")+`#k>","extra":"<random:6>"}`),
 		// A managed key no longer declared is pruned.
 		f.seed("prune", f.path("prune"), `{"keep":""}`),
+		f.seed("period", f.path("period"), `{"password":"<random:12>"}`),
+		f.seed("due", f.path("due"), `{"password":"<random:12>"}`),
 	}
-	objs[len(objs)-1].Spec.Prune = true
+	objs[len(objs)-2].Spec.Rotate = &ohmlabv1alpha1.Rotation{Every: "90d"}
+	objs[len(objs)-1].Spec.Rotate = &ohmlabv1alpha1.Rotation{Every: "90d"}
+	objs[13].Spec.Prune = true
 	objs[3].Spec.Rotate = &ohmlabv1alpha1.Rotation{Token: "t2", Keys: []string{"password"}}
 	objs[10].Spec.DeletionPolicy = ohmlabv1alpha1.DeletionPolicyDelete
 	for _, o := range objs {
@@ -97,6 +107,8 @@ func TestPreviewAgreesWithDrifted(t *testing.T) {
 	partial := map[string]string{
 		"held":    "1 create, 2 create-field (other, x); the rest stalls: InvalidSpec: xHash: cannot be computed while x is empty; fill it in (vault kv patch " + f.path("held") + " x=...)",
 		"waiting": "1 create-field (extra); the rest waits: RefPending: waiting for " + f.path("nowhere") + "#k (path missing)",
+		"period":  "1 record-rotation",
+		"due":     "1 rotate (password)",
 	}
 	for _, d := range want {
 		if m, ok := partial[d.Name]; ok {

@@ -81,6 +81,9 @@ type Reconciler struct {
 	// process and forgotten here: its finalizer, status and path stay as
 	// they are. nil: every object.
 	Selector labels.Selector
+	// Clock is the planner's clock (rotate.every, the time a rotation
+	// records); nil: time.Now. Tests move it past a period.
+	Clock func() time.Time
 
 	// skipScopeCheck turns the reconcile-time scope check off, for the
 	// tests that show Vault refusing a tenant what the check would.

@@ -3,6 +3,7 @@ package vaultseed
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -28,6 +29,9 @@ func (r *Reconciler) report(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed,
 		r.Metrics.setPlanned(r.Target, seed.Namespace, seed.Name, counts)
 	}
 	r.Metrics.setReady(r.Target, seed.Namespace, seed.Name, out.Reason, out.Ready)
+	if at, ok := recordedRotation(out); ok {
+		r.Metrics.rotatedAt(r.Target, seed.Namespace, seed.Name, at)
+	}
 
 	updated := seed.DeepCopy()
 	out.Apply(&updated.Status, seed.Generation, r.ObserveOnly)
@@ -121,6 +125,26 @@ func (r *Reconciler) reportWrite(seed *ohmlabv1alpha1.VaultSeed, p planner.Plan,
 // server accepts: a longer Event would be refused, and never show.
 func (r *Reconciler) event(seed *ohmlabv1alpha1.VaultSeed, eventType, reason, action string, note planner.Message) {
 	r.Recorder.Eventf(seed, nil, eventType, reason, action, "%s", note.Capped(planner.MaxEventNote))
+}
+
+// recordedRotation is the time the path records for its last rotation
+// after the outcome: the applied plan's, else the path's as read; false
+// when none is known.
+func recordedRotation(out outcome) (time.Time, bool) {
+	var at string
+	if out.path != nil {
+		at = out.path.CustomMetadata[ohmlabv1alpha1.RotatedAtMetadataKey]
+	}
+	if p := out.plan; p != nil && out.applied {
+		if v := p.Mark[ohmlabv1alpha1.RotatedAtMetadataKey]; v != "" {
+			at = v
+		}
+		if p.RecordRotatedAt != "" {
+			at = p.RecordRotatedAt
+		}
+	}
+	t, err := time.Parse(time.RFC3339, at)
+	return t, err == nil
 }
 
 func findCondition(seed *ohmlabv1alpha1.VaultSeed, typ string) *metav1.Condition {

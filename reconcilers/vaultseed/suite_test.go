@@ -106,6 +106,8 @@ type controllerOptions struct {
 	tenants        tenancy.Config
 	tenantKV       KVSource
 	skipScopeCheck bool
+	// clock is the planner's (Reconciler.Clock); default time.Now.
+	clock func() time.Time
 }
 
 // fixture is one test's controller and namespace.
@@ -188,6 +190,7 @@ func startController(t testing.TB, opts controllerOptions) *fixture {
 		Selector:     opts.selector,
 		Tenants:      opts.tenants,
 		TenantKV:     opts.tenantKV,
+		Clock:        opts.clock,
 	}
 	r.skipScopeCheck = opts.skipScopeCheck
 	g.Expect(r.SetupWithManager(mgr, cmp.Or(opts.concurrency, 2))).To(Succeed())

@@ -68,7 +68,10 @@ func TestFixtures(t *testing.T) {
 
 	// 1. A normal target.
 	c := startController(t, env)
-	rec.create(seed("ready", nil, map[string]any{"admin": map[string]any{"user": "admin", "password": "<random:24>"}}))
+	// A rotation period: the path records its start, which the rotation
+	// metric shows.
+	rec.create(seed("ready", func(s *ohmlabv1alpha1.VaultSeed) { s.Spec.Rotate = &ohmlabv1alpha1.Rotation{Every: "90d"} },
+		map[string]any{"admin": map[string]any{"user": "admin", "password": "<random:24>"}}))
 	rec.record("ready", hasCondition(ohmlabv1alpha1.ConditionReady, metav1.ConditionTrue, ohmlabv1alpha1.ReasonReconciled))
 
 	rec.create(seed("ref-pending-first-generation", nil, map[string]any{"token": "<ref:" + fixturePrefix + "not-seeded-yet#token>"}))
