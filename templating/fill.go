@@ -80,7 +80,8 @@ type FillResult struct {
 	// when nothing changes.
 	Changes []Change
 	// Held are the keys that cannot be computed now, sorted by key: each
-	// with its *EmptySourceError, *InvalidValueError or
+	// with its *EmptySourceError (a composed key's error joins one per
+	// source: [EmptySources]), *InvalidValueError or
 	// *ShapeConflictError. Their current value (if any) is left alone, and
 	// every other key is still computed, so that one key waiting for a
 	// person does not freeze the rest of the path.
@@ -99,10 +100,10 @@ type Held struct {
 // be completed until the source is filled in (product document,
 // "Conditions": Stalled, checked again at every resync).
 type EmptySourceError struct {
-	// Key is the bcrypt or reference key.
+	// Key is the bcrypt, reference or composed key.
 	Key string
 	// Source is the dotted key path it derives from, or "mount/path#key"
-	// for a reference to another path.
+	// for a reference to another path (alone or in a composed value).
 	Source string
 }
 
