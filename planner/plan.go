@@ -280,7 +280,7 @@ func decide(ctx context.Context, d Desired, o Observed, g templating.Generator) 
 		pruned, p.Kept = pruneDecisions(d, current, o.Written)
 	}
 	remaining := withoutKeys(current, pruned)
-	refs, pending, unusable := resolveRefs(d.Analysis, o.Refs)
+	refs, sources, pending, unusable := resolveRefs(d.Analysis, o.Refs)
 	if lacksPendingCopy(pending, remaining) {
 		// The plan holds back every key (below), so the fill only tells
 		// what waits: a dry one, without the bcrypt hash of a password
@@ -291,7 +291,7 @@ func decide(ctx context.Context, d Desired, o Observed, g templating.Generator) 
 	// Hidden: the keys with a dot in their name (and empty maps) that
 	// Flatten leaves out are in the tree the plan writes back, and no
 	// declared key is created in their place.
-	fill, err := g.Fill(ctx, d.Analysis, templating.FillInput{Current: remaining, Hidden: templating.Hidden(path.Data), Regenerate: regenerate, Refs: refs, Object: d.Owner,
+	fill, err := g.Fill(ctx, d.Analysis, templating.FillInput{Current: remaining, Hidden: templating.Hidden(path.Data), Regenerate: regenerate, Refs: refs, Sources: sources, Object: d.Owner,
 		Checked: checkedPairs(d, path, current, o.Written)})
 	if err != nil {
 		return Plan{}, err
@@ -435,7 +435,7 @@ type held struct {
 // for its source writes nothing while its copy is missing (product
 // document, "References follow their source"); otherwise the rest of the
 // path is still maintained.
-func heldKeys(a templating.Analysis, fillHeld []templating.Held, remaining map[string]any, pending, unusable map[string]string) held {
+func heldKeys(a templating.Analysis, fillHeld []templating.Held, remaining map[string]any, pending map[string][]string, unusable map[string]string) held {
 	var h held
 	isHeld := map[string]bool{}
 	for _, k := range fillHeld {
@@ -452,8 +452,11 @@ func heldKeys(a templating.Analysis, fillHeld []templating.Held, remaining map[s
 			// conflict does not wait for a source).
 			continue
 		}
-		if why, ok := pendingReason(a, k, pending); ok {
-			h.waiting = append(h.waiting, why)
+		if whys, ok := pendingReasons(a, k, pending, isHeld); ok {
+			if len(whys) == 0 {
+				continue // it waits only for keys held for their own reason
+			}
+			h.waiting = append(h.waiting, whys...)
 			if _, present := remaining[k.Key]; !present {
 				h.copyMissing = true
 			}
@@ -496,7 +499,7 @@ func (p *Plan) write(d Desired, path *vaultkv.Secret, current map[string]any, fi
 // lacksPendingCopy says whether the path lacks the copy of a reference
 // whose source is pending: Fill holds that key (its source is not in the
 // refs it is given), and the plan then holds back everything.
-func lacksPendingCopy(pending map[string]string, current map[string]any) bool {
+func lacksPendingCopy(pending map[string][]string, current map[string]any) bool {
 	for k := range pending {
 		if _, present := current[k]; !present {
 			return true
@@ -600,67 +603,99 @@ func pruneDecisions(d Desired, current map[string]any, written map[int]*vaultkv.
 	return pruned, kept
 }
 
-// pendingReason says whether a held key is a reference waiting for its
-// source, and describes the wait ("mount/path#key (why)").
-func pendingReason(a templating.Analysis, h templating.Held, pending map[string]string) (string, bool) {
+// pendingReasons says whether a held key is a reference or a composed
+// value waiting for its sources, and describes each wait ("mount/path#key
+// (why)"): the sources on other paths that pending names, and the keys of
+// the own path that are empty, but for those held for a reason of their
+// own (that reason says why both wait).
+func pendingReasons(a templating.Analysis, h templating.Held, pending map[string][]string, isHeld map[string]bool) ([]string, bool) {
 	l := a.Leaves[h.Key]
-	var empty *templating.EmptySourceError
-	if l.Kind != templating.KindRef || !errors.As(h.Err, &empty) {
-		return "", false
+	empties := templating.EmptySources(h.Err)
+	if l.Kind != templating.KindRef && l.Kind != templating.KindCompose || len(empties) == 0 {
+		return nil, false
 	}
-	if why, ok := pending[h.Key]; ok {
-		return why, true
+	whys := slices.Clone(pending[h.Key])
+	own := map[string]bool{}
+	for _, r := range l.Refs() {
+		if r.Path == a.Path {
+			own[r.Key] = true
+		}
 	}
-	// A reference to the object's own path whose source is empty waits
-	// like any other reference (RefPending).
-	return fmt.Sprintf("%s#%s (empty)", a.Path, empty.Source), true
+	for _, e := range empties {
+		// A reference to the object's own path whose source is empty
+		// waits like any other reference (RefPending).
+		if own[e.Source] && !isHeld[e.Source] {
+			whys = append(whys, fmt.Sprintf("%s#%s (empty)", a.Path, e.Source))
+		}
+	}
+	return whys, true
 }
 
-// resolveRefs returns the source value of every reference to another path,
-// by the referring key; why the others cannot be resolved yet
-// ("mount/path#key (why)"), by the referring key; and the references that
-// waiting cannot resolve, with the message of their stall: those whose
-// source key is a map, not a value.
-func resolveRefs(a templating.Analysis, paths map[string]*vaultkv.Secret) (refs, pending, unusable map[string]string) {
-	refs, pending, unusable = map[string]string{}, map[string]string{}, map[string]string{}
+// resolveRefs returns the source value of every reference to another path:
+// of a plain reference by the referring key (refs), of a composed value's
+// references by reference (sources); why the others cannot be resolved yet
+// ("mount/path#key (why)", one per source), by the referring key; and the
+// keys that waiting cannot resolve, with the message of their stall: those
+// with a source key that is a map, not a value.
+func resolveRefs(a templating.Analysis, paths map[string]*vaultkv.Secret) (refs map[string]string, sources map[templating.Ref]string, pending map[string][]string, unusable map[string]string) {
+	refs, sources, pending, unusable = map[string]string{}, map[templating.Ref]string{}, map[string][]string{}, map[string]string{}
 	flat := map[string]map[string]any{}
 	for _, k := range a.Keys {
 		l := a.Leaves[k]
-		if l.Kind != templating.KindRef || l.Ref.Path == a.Path {
-			continue
-		}
-		src := paths[l.Ref.Path]
-		switch {
-		case src == nil || !src.Exists:
-			pending[k] = l.Ref.String() + " (path missing)"
-			continue
-		case src.Deleted:
-			pending[k] = l.Ref.String() + " (latest version deleted)"
-			continue
-		}
-		values, ok := flat[l.Ref.Path]
-		if !ok {
-			values = templating.Flatten(src.Data)
-			flat[l.Ref.Path] = values
-		}
-		v, ok := values[l.Ref.Key]
-		switch s := templating.Stringify(v); {
-		case !ok:
-			if node, found := templating.At(src.Data, l.Ref.Key); found {
-				if _, isMap := node.(map[string]any); isMap {
-					unusable[k] = fmt.Sprintf("%s: %s names %s, which is a map on %s, not a value: a reference copies one value; name one of its keys (<ref:%s#%s.<key>>)",
-						k, l.Template, l.Ref.Key, l.Ref.Path, l.Ref.Path, l.Ref.Key)
-					continue
-				}
+		var stalls []string
+		for _, r := range l.Refs() {
+			if r.Path == a.Path {
+				continue
 			}
-			pending[k] = l.Ref.String() + " (key missing" + dottedHint(src.Data, l.Ref.Key) + ")"
-		case s == "":
-			pending[k] = l.Ref.String() + " (empty)"
-		default:
-			refs[k] = s
+			v, why, stall := resolveRef(r, paths[r.Path], flat)
+			switch {
+			case stall != "":
+				stalls = append(stalls, fmt.Sprintf("%s: %s", k, stall))
+			case why != "":
+				pending[k] = append(pending[k], why)
+			case l.Kind == templating.KindRef:
+				refs[k] = v
+			default:
+				sources[r] = v
+			}
+		}
+		if stalls != nil {
+			unusable[k] = strings.Join(stalls, "; ")
 		}
 	}
-	return refs, pending, unusable
+	return refs, sources, pending, unusable
+}
+
+// resolveRef is the value of reference r on its path src (flat keeps the
+// paths flattened), or why it waits ("mount/path#key (why)"), or the
+// message of a source key that is a map, which waiting cannot resolve.
+func resolveRef(r templating.Ref, src *vaultkv.Secret, flat map[string]map[string]any) (v, why, stall string) {
+	switch {
+	case src == nil || !src.Exists:
+		return "", r.String() + " (path missing)", ""
+	case src.Deleted:
+		return "", r.String() + " (latest version deleted)", ""
+	}
+	values, ok := flat[r.Path]
+	if !ok {
+		values = templating.Flatten(src.Data)
+		flat[r.Path] = values
+	}
+	value, ok := values[r.Key]
+	switch s := templating.Stringify(value); {
+	case !ok:
+		if node, found := templating.At(src.Data, r.Key); found {
+			if _, isMap := node.(map[string]any); isMap {
+				return "", "", fmt.Sprintf("%s names %s, which is a map on %s, not a value: a reference copies one value; name one of its keys (<ref:%s#%s.<key>>)",
+					r.Template(), r.Key, r.Path, r.Path, r.Key)
+			}
+		}
+		return "", r.String() + " (key missing" + dottedHint(src.Data, r.Key) + ")", ""
+	case s == "":
+		return "", r.String() + " (empty)", ""
+	default:
+		return s, "", ""
+	}
 }
 
 // dottedHint says, for a reference whose source key is missing, that the

@@ -99,12 +99,14 @@ type Analysis struct {
 	// RotationPeriod is rotate.every parsed, 0 without one (or when it does
 	// not parse: a problem).
 	RotationPeriod time.Duration
-	// RefPaths are the distinct paths the object's references read, sorted,
+	// RefPaths are the distinct paths the object's references (alone or
+	// in composed values) read, sorted,
 	// without the object's own path (Fill resolves those itself).
 	RefPaths []string
 	// Warnings are legal but surprising leaves, sorted by Key then Message,
 	// with an empty Reason: a plain string that is a template with white
 	// space around it ([LooksLikeTemplate]), written as literal text; a
+	// composed value that is one reference with white space around it; a
 	// plain string that looks like a secret ([LooksLikeSecret]); values
 	// over MaxEntryBytes (with an empty Key).
 	Warnings []Problem
@@ -118,7 +120,9 @@ type Analysis struct {
 //     characters, or contains a control or invisible (format) character;
 //   - a leaf that is a list, null or another non-leaf type;
 //   - a malformed template ([ParseLeaf]), shown as typed when its kind is
-//     a template's (malformedMessage);
+//     a template's (malformedMessage); a composed value with a '<' that
+//     starts no well-formed reference, or more than MaxComposedRefs
+//     references (compose.go);
 //   - <bcrypt:k> whose k is not declared, is a map, is itself derived
 //     (bcrypt or a public key), or is statically longer than 72 bytes
 //     (<random:N> or <hex:N> with N > 72, a private key, a plain string
@@ -126,7 +130,8 @@ type Analysis struct {
 //   - for each key pair (<age:secret>/<age:public>,
 //     <ssh:private>/<ssh:public>): a public key without exactly one private
 //     key of its pair; more than one private key of a pair;
-//   - a reference to the object's own path whose key is not declared (a
+//   - a reference to the object's own path (alone or in a composed value)
+//     whose key is not declared (a
 //     hand-filled key is declared as ""), is a map, or closes a cycle of keys
 //     (through references to the own path and bcrypt sources); references
 //     to other paths are checked by AnalyseSet and the reconciler;
@@ -255,6 +260,9 @@ func (an *analyser) walk(prefix string, m map[string]any, valid bool) {
 					an.a.Warnings = append(an.a.Warnings, Problem{Key: path, Message: secretWarning})
 				}
 			}
+			if l.Kind == KindCompose {
+				an.composedWarnings(path, l)
+			}
 			an.leaf(path, l, ok && err == nil, ok)
 		case bool, float64, int64, int, json.Number:
 			an.leaf(path, Leaf{Kind: KindPlain, Value: v}, ok, ok)
@@ -293,6 +301,10 @@ func (an *analyser) looksLikeTemplate(key, v string) {
 		} else if t, ok := EmbeddedTemplate(v); ok && strings.HasSuffix(t, "…") {
 			an.a.Warnings = append(an.a.Warnings, Problem{Key: key, Message: "is plain text holding the start of a template, " + t +
 				", never closed: it is stored in Vault literally, as typed, not generated; to generate a value, make the template the key's whole value and close it with '>'"})
+		} else if ok && strings.HasPrefix(t, "<ref:") {
+			// A reference outside a composed value follows "<<".
+			an.a.Warnings = append(an.a.Warnings, Problem{Key: key, Message: "is plain text holding " + t +
+				" after '<<', which is a literal '<' only in a composed value: the controller writes the text as it is; write a single '<' before it to compose the reference's value into the text"})
 		} else if ok {
 			an.a.Warnings = append(an.a.Warnings, Problem{Key: key, Message: "is plain text holding " + t +
 				": a template is a key's whole value, so the controller writes the text as it is; give the template a key of its own"})
@@ -306,6 +318,38 @@ func (an *analyser) looksLikeTemplate(key, v string) {
 			"the controller writes the text as it is; remove the white space to make it a template"})
 	}
 }
+
+// composedWarnings warns of a composed value that is one reference with
+// white space around it (a YAML block's final newline, a stray space): its
+// value is the source's with that white space, which its author rarely
+// means; and of text in it that looks like a secret. They name the
+// reference, never the text.
+func (an *analyser) composedWarnings(key string, l Leaf) {
+	var text strings.Builder
+	refs := 0
+	for _, p := range l.Parts {
+		if p.IsRef() {
+			refs++
+		}
+		text.WriteString(p.Text)
+	}
+	t := text.String()
+	if refs == 1 && t != "" && strings.TrimSpace(t) == "" {
+		r := l.Refs()[0].Template()
+		an.a.Warnings = append(an.a.Warnings, Problem{Key: key, Message: "is " + r + " with white space around it: a composed value, the source's value with that white space; remove the white space to copy the source exactly"})
+	}
+	for _, p := range l.Parts {
+		if !p.IsRef() && LooksLikeSecret(p.Text) {
+			an.a.Warnings = append(an.a.Warnings, Problem{Key: key, Message: composedSecretWarning})
+			return
+		}
+	}
+}
+
+// composedSecretWarning is the warning of a composed value whose text
+// [LooksLikeSecret].
+const composedSecretWarning = `is a composed value whose text looks like a secret (long and random, or a private key): spec.data is kept in Git and in the cluster, ` +
+	`readable by anyone who can read the object; put the secret in a key of its own (a template, or "" filled in Vault by hand) and compose <ref:> of it`
 
 func (an *analyser) leaf(path string, l Leaf, wellFormed, declared bool) {
 	if declared {
@@ -339,12 +383,14 @@ func (an *analyser) checkLeaves() {
 					deps.add(k, l.Source)
 				}
 			}
-		case KindRef:
-			if l.Ref.Path != a.Path {
-				refPaths[l.Ref.Path] = true
-			} else if an.checkSource(k, l.Template+" copies", l.Ref.Key) {
-				deps.add(k, l.Ref.Key)
-				selfRefs = true
+		case KindRef, KindCompose:
+			for _, r := range l.Refs() {
+				if r.Path != a.Path {
+					refPaths[r.Path] = true
+				} else if an.checkSource(k, r.Template()+" copies", r.Key) {
+					deps.add(k, r.Key)
+					selfRefs = true
+				}
 			}
 		default:
 			if p := pairOf(l.Kind); p != nil {
@@ -420,6 +466,15 @@ func (an *analyser) staticLen(key string, depth int) int {
 		if l.Ref.Path == an.a.Path {
 			return an.staticLen(l.Ref.Key, depth-1)
 		}
+	case KindCompose:
+		// At least its text and what is known of its own path's parts.
+		n := l.literalLen()
+		for _, p := range l.Parts {
+			if p.IsRef() && p.Ref.Path == an.a.Path {
+				n += an.staticLen(p.Ref.Key, depth-1)
+			}
+		}
+		return n
 	}
 	return 0
 }
@@ -466,7 +521,10 @@ func (an *analyser) checkRotation(r *Rotate) {
 			an.problem(ReasonInvalidRotation, k, fmt.Sprintf("rotate.keys names an %s: list its %s instead, the pair rotates together", p.publicTemplate(), p.privateTemplate()))
 		case !l.Generated():
 			what := "a plain value"
-			if l.Template != "" {
+			switch {
+			case l.Kind == KindCompose:
+				what = "a composed value"
+			case l.Template != "":
 				what = l.Template
 			}
 			an.problem(ReasonInvalidRotation, k, fmt.Sprintf("rotate.keys names %s, which is %s, not generated: only %s rotate", k, what, GeneratedTemplates))

@@ -292,6 +292,9 @@ func TestAnalyseWarnings(t *testing.T) {
 			warn("b.c", `is an empty map: it declares no key, so nothing is written for it; give it keys, or "" for a value filled by hand`)}},
 		{name: "a template inside other text", data: m{"b": "x <random:8>"}, want: []Problem{
 			warn("b", "is plain text holding <random:8>: a template is a key's whole value, so the controller writes the text as it is; give the template a key of its own")}},
+		{name: "a reference after '<<' in plain text", data: m{"b": "x <<ref:m/p#k>"}, want: []Problem{
+			warn("b", "is plain text holding <ref:m/p#k> after '<<', which is a literal '<' only in a composed value: the controller writes the text as it is; write a single '<' before it to compose the reference's value into the text")}},
+		{name: "a composed value: no warning", data: m{"b": "postgres://app:<ref:m/p#k>@db:5432/app", "c": "<<<ref:m/p#k>>"}},
 		{name: "two templates in one value", data: m{"b": "<uuid><uuid>"}, want: []Problem{
 			warn("b", "is plain text holding <uuid>: a template is a key's whole value, so the controller writes the text as it is; give the template a key of its own")}},
 		{name: "a template never closed: the template to write", data: m{"b": "<random:8", "c": m{"d": "<ref:m/p#k"}}, want: []Problem{

@@ -40,6 +40,11 @@ type FillInput struct {
 	// should not reach Fill). References to the object's own path are
 	// resolved by Fill and need no entry.
 	Refs map[string]string
+	// Sources are the resolved values, as strings, of the references of
+	// composed keys to other paths, by reference (one entry serves every
+	// composed key that names it). A missing or empty one holds the key
+	// back (RefPending); references to the own path need no entry.
+	Sources map[Ref]string
 	// Object names the object the values are for (its owner marker,
 	// "namespace/name"): Generator.Cache keeps its bcrypt pairs under it.
 	Object string
@@ -75,7 +80,8 @@ type FillResult struct {
 	// when nothing changes.
 	Changes []Change
 	// Held are the keys that cannot be computed now, sorted by key: each
-	// with its *EmptySourceError, *InvalidValueError or
+	// with its *EmptySourceError (a composed key's error joins one per
+	// source: [EmptySources]), *InvalidValueError or
 	// *ShapeConflictError. Their current value (if any) is left alone, and
 	// every other key is still computed, so that one key waiting for a
 	// person does not freeze the rest of the path.
@@ -94,10 +100,10 @@ type Held struct {
 // be completed until the source is filled in (product document,
 // "Conditions": Stalled, checked again at every resync).
 type EmptySourceError struct {
-	// Key is the bcrypt or reference key.
+	// Key is the bcrypt, reference or composed key.
 	Key string
 	// Source is the dotted key path it derives from, or "mount/path#key"
-	// for a reference to another path.
+	// for a reference to another path (alone or in a composed value).
 	Source string
 }
 
@@ -164,7 +170,7 @@ func (e *StoppedError) Unwrap() error { return e.Err }
 
 // Fill computes the values of one path that must change, in dependency
 // order: a key comes after the keys it derives from (bcrypt source, private
-// key of its pair, reference to the own path), otherwise in key order, which is also
+// key of its pair, references to the own path), otherwise in key order, which is also
 // the order in which generated values consume g.Rand (product document,
 // "What the controller does with a path", "Seed once" and "References
 // follow their source"):
@@ -175,6 +181,8 @@ func (e *StoppedError) Unwrap() error { return e.Err }
 //   - ref: created when absent; updated when its stored value, as a string,
 //     differs from its source (in.Refs, or the same path's new or current
 //     value for a reference to the own path);
+//   - compose: the same, with its text and each reference's source value
+//     (in.Sources, or the same path's value) as its value;
 //   - bcrypt: created when absent; updated only when the stored hash no
 //     longer matches its source's value, new or current (in.Checked, else
 //     [Generator.Matches]: a hash that still matches is never rewritten, so
@@ -327,6 +335,8 @@ func (f *filler) fill(k string, regenerate bool) error {
 		return f.fillGenerated(k, l, present, regenerate)
 	case l.Kind == KindRef:
 		return f.fillRef(k, l, cur, present)
+	case l.Kind == KindCompose:
+		return f.fillCompose(k, l, cur, present)
 	case l.Kind == KindBcrypt:
 		return f.fillBcrypt(k, l, cur, present)
 	case isPublic(l.Kind):
@@ -385,6 +395,56 @@ func (f *filler) fillRef(k string, l Leaf, cur any, present bool) error {
 		return &EmptySourceError{Key: k, Source: source}
 	}
 	return f.follow(k, cur, present, src)
+}
+
+// fillCompose composes a composed key's text with its sources' values
+// (f.in.Sources, or the same path's new or current value), and keeps the
+// key equal to it as a copy is kept equal to its source. A missing or empty
+// source holds it back: an error holding one *EmptySourceError per such
+// source ([EmptySources]).
+func (f *filler) fillCompose(k string, l Leaf, cur any, present bool) error {
+	v, missing := l.Compose(func(r Ref) (string, bool) {
+		if r.Path == f.a.Path {
+			v, ok := f.value(r.Key)
+			return Stringify(v), ok
+		}
+		v, ok := f.in.Sources[r]
+		return v, ok
+	})
+	if missing == nil {
+		return f.follow(k, cur, present, v)
+	}
+	errs := make([]error, 0, len(missing))
+	for _, r := range missing {
+		source := r.String()
+		if r.Path == f.a.Path {
+			source = r.Key
+		}
+		errs = append(errs, &EmptySourceError{Key: k, Source: source})
+	}
+	return errors.Join(errs...)
+}
+
+// EmptySources returns the *EmptySourceError that err holds, in order: the
+// one of a bcrypt or a reference, each source of a composed key.
+func EmptySources(err error) []*EmptySourceError {
+	var out []*EmptySourceError
+	var walk func(error)
+	walk = func(err error) {
+		var empty *EmptySourceError
+		switch e := err.(type) {
+		case interface{ Unwrap() []error }:
+			for _, x := range e.Unwrap() {
+				walk(x)
+			}
+		default:
+			if errors.As(err, &empty) {
+				out = append(out, empty)
+			}
+		}
+	}
+	walk(err)
+	return out
 }
 
 // fillBcrypt hashes a bcrypt key's source when the stored hash does not
@@ -479,8 +539,8 @@ func (a Analysis) DerivesFrom(k string) string {
 
 // fillOrder returns the keys of a.Leaves so that every key comes after the
 // keys it derives from (bcrypt source, private key of its pair, reference
-// to the own path), ties in key order, and the private key of each key
-// pair the object holds.
+// to the own path, a composed value's references to it), ties in key
+// order, and the private key of each key pair the object holds.
 func fillOrder(a Analysis) (order []string, privates map[*keyPair]string) {
 	keys := make([]string, 0, len(a.Leaves))
 	for k := range a.Leaves {
@@ -504,8 +564,12 @@ func fillOrder(a Analysis) (order []string, privates map[*keyPair]string) {
 			visit(l.Source)
 		case isPublic(l.Kind):
 			visit(privates[pairOf(l.Kind)])
-		case l.Kind == KindRef && l.Ref.Path == a.Path:
-			visit(l.Ref.Key)
+		case l.Kind == KindRef || l.Kind == KindCompose:
+			for _, r := range l.Refs() {
+				if r.Path == a.Path {
+					visit(r.Key)
+				}
+			}
 		}
 		state[k] = 2
 		order = append(order, k)

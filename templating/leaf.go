@@ -50,6 +50,11 @@ const (
 	// KindVaultPassword is <vault-password:policy>: a password that Vault's
 	// password policy of that name generates.
 	KindVaultPassword Kind = "vault-password"
+	// KindCompose is text holding one or more <ref:mount/path#key.path>
+	// ("postgres://app:<ref:m/db#password>@db:5432/app"): the text with
+	// each reference replaced by its source's value, kept equal to its
+	// sources as a copy is (compose.go).
+	KindCompose Kind = "compose"
 )
 
 // Limits of <random:N> and <hex:N>, in characters.
@@ -96,6 +101,9 @@ type Leaf struct {
 	// Policy is the name of the Vault password policy of a vault-password
 	// leaf.
 	Policy string
+	// Parts are a composed leaf's text and references, in order; Template
+	// is "" for it (its text may be a secret).
+	Parts []Part
 }
 
 // Generated reports whether the leaf's value is drawn from randomness:
@@ -207,8 +215,9 @@ func TokenProblem(token string) []string {
 // A string is template-shaped when it starts with "<", ends with ">", holds
 // no other "<" or ">", and its name (the text before the first ":", or all
 // of it) is a letter followed by letters, digits, "-" or "_". Any other
-// string, including "" and strings with text around a template, is a plain
-// leaf whose Value is s.
+// string that holds a well-formed <ref:...> is a composed value
+// ([parseComposed]); the rest, including "" and strings with text around
+// another template, are plain leaves whose Value is s.
 //
 // A template-shaped string must be exactly one known template, with valid
 // arguments; otherwise ParseLeaf returns an error. That includes unknown
@@ -222,7 +231,8 @@ func TokenProblem(token string) []string {
 func ParseLeaf(s string) (Leaf, error) {
 	name, args, hasArgs, shaped := templateShape(s)
 	if !shaped {
-		return Leaf{Kind: KindPlain, Value: s}, nil
+		l, _, err := parseComposed(s)
+		return l, err
 	}
 	switch name {
 	case "random":
@@ -334,10 +344,10 @@ func templateShape(s string) (name, args string, hasArgs, shaped bool) {
 // which its author almost certainly did not mean, so the webhook and
 // `ohmlab validate` warn about it. template is the string without that
 // white space when it is a well-formed template, "" when it is not (a
-// malformed one). A template-shaped s is never one: ParseLeaf takes it
-// (for example "<ref:m/p# >", whose key is " ").
+// malformed one). A template-shaped or composed s is never one: ParseLeaf
+// takes it (for example "<ref:m/p# >", whose key is " ").
 func LooksLikeTemplate(s string) (template string, ok bool) {
-	if _, _, _, shaped := templateShape(s); shaped {
+	if _, _, _, shaped := templateShape(s); shaped || composed(s) {
 		return "", false
 	}
 	t := strings.TrimSpace(s)
@@ -361,9 +371,10 @@ func LooksLikeTemplate(s string) (template string, ok bool) {
 // (a template is a leaf's whole value), so the webhook and `ohmlab
 // validate` warn. template names what was found, never the rest of s (a
 // plain value may be a secret): a well-formed template, or "<kind…" for an
-// unclosed one. A template-shaped s is never one: ParseLeaf takes it.
+// unclosed one. A template-shaped or composed s is never one: ParseLeaf
+// takes it.
 func EmbeddedTemplate(s string) (template string, ok bool) {
-	if _, _, _, shaped := templateShape(s); shaped {
+	if _, _, _, shaped := templateShape(s); shaped || composed(s) {
 		return "", false
 	}
 	for rest := s; ; {

@@ -89,12 +89,12 @@ func AnalyseSet(objs []Object) []Problem {
 	return out
 }
 
-// refKeysTo returns the keys of a whose reference reads path, in order: the
+// refKeysTo returns the keys of a whose references read path, in order: the
 // keys to change to break the ring.
 func refKeysTo(a Analysis, path string) []string {
 	var keys []string
 	for _, k := range a.Keys {
-		if l := a.Leaves[k]; l.Kind == KindRef && l.Ref.Path == path {
+		if slices.ContainsFunc(a.Leaves[k].Refs(), func(r Ref) bool { return r.Path == path }) {
 			keys = append(keys, k)
 		}
 	}

@@ -33,13 +33,16 @@ var generatedSize = map[Kind]int{
 
 // valueLen is the characters of the value of l, a leaf that is not a
 // reference, without JSON's quotes: what it holds or generates. 0 for "", a
-// value filled by hand.
+// value filled by hand; a composed value's text (refSizes.leafSize adds its
+// sources).
 func valueLen(l Leaf) int {
 	switch l.Kind {
 	case KindPlain:
 		return len(Stringify(l.Value))
 	case KindRandom, KindHex, KindPassword:
 		return l.Length
+	case KindCompose:
+		return l.literalLen()
 	}
 	return generatedSize[l.Kind]
 }
@@ -63,14 +66,29 @@ func (r *refSizes) size(ref Ref) int {
 	r.memo[ref] = 0 // a ring of references counts as unknown
 	n := 0
 	if l, ok := r.leaves(ref.Path)[ref.Key]; ok {
-		if l.Kind == KindRef {
-			n = r.size(l.Ref)
-		} else {
-			n = valueLen(l)
-		}
+		n = r.leafSize(l)
 	}
 	r.memo[ref] = n
 	return n
+}
+
+// leafSize is the size of l's value: a reference's source's, a composed
+// value's text plus each of its sources' (a source named twice counts
+// twice), any other leaf's own (valueLen).
+func (r *refSizes) leafSize(l Leaf) int {
+	switch l.Kind {
+	case KindRef:
+		return r.size(l.Ref)
+	case KindCompose:
+		n := l.literalLen()
+		for _, p := range l.Parts {
+			if p.IsRef() {
+				n += r.size(p.Ref)
+			}
+		}
+		return n
+	}
+	return valueLen(l)
 }
 
 // ownRefs are the sizes of references within a's own path only.
@@ -85,7 +103,8 @@ func ownRefs(a Analysis) *refSizes {
 
 // writeSize estimates, from below, the bytes of JSON of the data the
 // object's path holds: every key and every value it declares, a reference
-// counted as its source's value as far as refs knows it (refSizes).
+// counted as its source's value as far as refs knows it (refSizes), a
+// composed value as its text plus its sources' values.
 func writeSize(a Analysis, refs *refSizes) int {
 	n := 2
 	for _, k := range a.Keys {
@@ -98,7 +117,7 @@ func writeSize(a Analysis, refs *refSizes) int {
 			}
 			continue
 		}
-		n += valueLen(l) + 2
+		n += refs.leafSize(l) + 2
 	}
 	return n
 }
@@ -135,7 +154,8 @@ func sizeProblem(n int, counting string) (Problem, bool) {
 // refusals and warnings of their paths' size that Analyse of each object
 // alone cannot give: a <ref:> to another object's path counts as its
 // source key's declared value (refSizes: <random:N> N characters, a plain
-// value its own, a reference the value it copies in turn; a key filled by
+// value its own, a reference the value it copies in turn, a composed value
+// its text and the values its references copy; a key filled by
 // hand, or of a path no object of objs declares, counts nothing), so that
 // many references to one large value are refused too. An object whose own
 // values already pass a bound gets no second problem for it (Analyse

@@ -212,6 +212,12 @@ func TestAdmission(t *testing.T) {
 		g.Expect(out).To(ContainSubstring("Warning: a: is plain text, not the template <random:8>: with the white space around it the controller writes the text as it is"))
 		g.Expect(out).To(ContainSubstring("Warning: b: is plain text, not the template <uuid>:"))
 
+		// Text around a <ref:> is a composed value: admitted, no warning.
+		out, err = k.apply(ctx, manifest(ns, "composed", "    path: ohmlab/platforms/test/core/composed\n    data:\n      url: \"postgres://app:<ref:ohmlab/platforms/test/core/db#password>@db:5432/app\"\n"))
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(out).To(ContainSubstring("vaultseed.ohmlab.fr/composed created"))
+		g.Expect(out).NotTo(ContainSubstring("Warning"))
+
 		// A template never closed is stored as its text: kubectl shows why,
 		// and the template to write.
 		out, err = k.apply(ctx, manifest(ns, "unclosed", "    path: ohmlab/platforms/test/core/unclosed\n    data:\n      c: \"<random:12\"\n"))

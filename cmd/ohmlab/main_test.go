@@ -256,6 +256,19 @@ func TestValidateInputs(t *testing.T) {
 				"-:vo/p: db.password: the length N of <password:N:classes> must be at least its number of classes, to hold one character of each (<password:N> has 3: upper, lower, digit), found \"<password:2>\"\n"},
 		},
 		{
+			name:  "a composed value is valid, without warning",
+			stdin: vaultSeed("c", "  path: ohmlab/c\n  data:\n    url: \"postgres://app:<ref:ohmlab/platforms/prod/core/db#password>@db:5432/app\"\n"),
+			args:  []string{"validate", "-"},
+			want:  result{Code: exitValid},
+		},
+		{
+			name:  "a composed value with another template inside is refused, naming the key, never the text",
+			stdin: vaultSeed("c", "  path: ohmlab/c\n  data:\n    url: \"postgres://app:"+secret+"@<ref:ohmlab/db#host><random:8>\"\n"),
+			args:  []string{"validate", "-"},
+			want: result{Code: exitInvalid, Stdout: "-:vo/c: url: a composed value joins text and <ref:mount/path#key.path> references only: " +
+				"give this template a key of its own in the object and compose <ref:own/path#that.key>, found \"<random:8>\"\n"},
+		},
+		{
 			name:  "a template never closed is a warning: stored literally, and the template to write",
 			stdin: vaultSeed("u", "  path: ohmlab/u\n  data:\n    a: \"<random:12\"\n"),
 			args:  []string{"validate", "-"},

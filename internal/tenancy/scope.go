@@ -32,8 +32,8 @@ type Object struct {
 	Adopts bool
 }
 
-// Ref is one <ref:> leaf: the dotted key of spec.data that holds it and
-// the path it reads.
+// Ref is one <ref:> leaf, or one reference of a composed value: the dotted
+// key of spec.data that holds it and the path it reads.
 type Ref struct {
 	Key  string
 	Path string
@@ -41,13 +41,14 @@ type Ref struct {
 
 // ObjectOf is the Object of a VaultSeed with spec.path path,
 // spec.deletionPolicy deletionPolicy and analysis a (templating.Analyse of
-// it): every well-formed <ref:> leaf, in key order. A malformed one is a
-// problem of the analysis (InvalidSpec) and reads nothing.
+// it): every well-formed <ref:> leaf, and each reference of a composed
+// value, in key order. A malformed one is a problem of the analysis
+// (InvalidSpec) and reads nothing.
 func ObjectOf(path, deletionPolicy string, a templating.Analysis) Object {
 	o := Object{Path: path, DeletionPolicy: deletionPolicy}
 	for _, k := range a.Keys {
-		if l := a.Leaves[k]; l.Kind == templating.KindRef {
-			o.Refs = append(o.Refs, Ref{Key: k, Path: l.Ref.Path})
+		for _, r := range a.Leaves[k].Refs() {
+			o.Refs = append(o.Refs, Ref{Key: k, Path: r.Path})
 		}
 	}
 	return o

@@ -171,19 +171,23 @@ func TestCheckSemantics(t *testing.T) {
 	}
 }
 
-// TestObjectOf: every <ref:> leaf of the analysis, at any depth, with its
-// key; nothing else.
+// TestObjectOf: every <ref:> leaf of the analysis, at any depth, and each
+// source of a composed value (another tenant's too: Check refuses it),
+// with its key; nothing else.
 func TestObjectOf(t *testing.T) {
 	a := templating.Analyse(templating.Object{Path: "ohmlab/tenants/team-a/app", Data: map[string]any{
 		"p":   "<random:8>",
 		"own": "<ref:ohmlab/tenants/team-a/app#p>",
 		"db":  map[string]any{"password": "<ref:ohmlab/tenants/team-a/db#password>", "plain": "<ref: not a ref>"},
 		"bad": "<ref:ohmlab/../x#k>",
+		"url": "pg://<ref:ohmlab/tenants/team-a/db#user>:<ref:ohmlab/tenants/team-b/db#password>@<ref:ohmlab/tenants/team-a/db#user>",
 	}})
 	got := tenancy.ObjectOf("ohmlab/tenants/team-a/app", "Retain", a)
 	want := tenancy.Object{Path: "ohmlab/tenants/team-a/app", DeletionPolicy: "Retain", Refs: []tenancy.Ref{
 		{Key: "db.password", Path: "ohmlab/tenants/team-a/db"},
 		{Key: "own", Path: "ohmlab/tenants/team-a/app"},
+		{Key: "url", Path: "ohmlab/tenants/team-a/db"},
+		{Key: "url", Path: "ohmlab/tenants/team-b/db"},
 	}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("ObjectOf (-want +got):\n%s", diff)

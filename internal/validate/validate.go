@@ -262,12 +262,10 @@ func apiPathWarnings(seed *ohmlabv1alpha1.VaultSeed, a templating.Analysis) []Pr
 		out = append(out, Problem{Key: KeyPath, Message: seed.Spec.Path + " " + msg})
 	}
 	for _, k := range a.Keys {
-		l := a.Leaves[k]
-		if l.Kind != templating.KindRef {
-			continue
-		}
-		if msg, ok := apiPathMessage(l.Ref.Path); ok {
-			out = append(out, Problem{Key: k, Message: l.Template + " reads " + l.Ref.Path + ", which " + msg})
+		for _, r := range a.Leaves[k].Refs() {
+			if msg, ok := apiPathMessage(r.Path); ok {
+				out = append(out, Problem{Key: k, Message: r.Template() + " reads " + r.Path + ", which " + msg})
+			}
 		}
 	}
 	return out
@@ -292,8 +290,9 @@ var apiPathLabel = map[string]string{"data": "Secret Path", "metadata": "Metadat
 
 // changeWarnings warns about keys an update changes although the controller
 // keeps the value already on the path ("Seed once"): plain values and
-// generated templates. References and derived keys follow their source, and
-// a key the update rotates (new token) takes its new template.
+// generated templates. References, composed values and derived keys follow
+// their sources, and a key the update rotates (new token) takes its new
+// template.
 func changeWarnings(old, seed seeds.Analysed) []Problem {
 	oa, na := old.Analysis, seed.Analysis
 	was, now := old.Seed.Spec.Rotate, seed.Seed.Spec.Rotate
@@ -302,7 +301,7 @@ func changeWarnings(old, seed seeds.Analysed) []Problem {
 	for _, k := range na.Keys {
 		nl := na.Leaves[k]
 		ol, ok := oa.Leaves[k]
-		if !ok || nl.Kind == templating.KindRef || nl.Derived() || sameLeaf(ol, nl) {
+		if !ok || nl.Refs() != nil || nl.Derived() || sameLeaf(ol, nl) {
 			continue
 		}
 		switch {

@@ -191,6 +191,20 @@ func TestSeed(t *testing.T) {
 			}},
 		},
 		{
+			name:   "a composed value is admitted without warning, a cycle through it is RefCycle, a malformed one names its key and not its text",
+			seed:   seed("b", "ohmlab/x", `{"url":"postgres://app:<ref:ohmlab/y#k>@db:5432/app","bad":"`+secret+`<ref:ohmlab/y#k><uuid>"}`),
+			others: []*ohmlabv1alpha1.VaultSeed{seed("c", "ohmlab/y", `{"k":"<ref:ohmlab/x#k>"}`)},
+			want: validate.Verdict{Problems: []validate.Problem{
+				{Reason: "InvalidSpec", Key: "bad", Message: "a composed value joins text and <ref:mount/path#key.path> references only: give this template a key of its own in the object and compose <ref:own/path#that.key>, found \"<uuid>\""},
+				{Reason: "RefCycle", Key: "url", Message: "reference cycle: ohmlab/x -> ohmlab/y -> ohmlab/x"},
+			}},
+		},
+		{
+			name: "update: a composed value's changed text or sources are no warning: it follows them",
+			seed: seed("a", "ohmlab/a", `{"url":"pg://<ref:ohmlab/b#u>:<ref:ohmlab/b#p>@db2"}`),
+			old:  seed("a", "ohmlab/a", `{"url":"pg://<ref:ohmlab/b#u>@db"}`),
+		},
+		{
 			name: "update: a changed template rotated by a new token is no warning",
 			seed: withRotate(seed("a", "ohmlab/a", `{"r":"<random:32>","s":"<hex:8>"}`), "2", "r"),
 			old:  withRotate(seed("a", "ohmlab/a", `{"r":"<random:24>","s":"<hex:4>"}`), "1", "r"),
@@ -260,6 +274,12 @@ func TestWarningsOfAdmittedMistakes(t *testing.T) {
 			name: "a reference's path with data/ after the mount",
 			seed: seed("a", "ohmlab/platforms/app", `{"db":{"pw":"<ref:ohmlab/data/platforms/pg#pw>"}}`),
 			want: []validate.Problem{{Key: "db.pw", Message: "<ref:ohmlab/data/platforms/pg#pw> reads ohmlab/data/platforms/pg, which " +
+				apiPath("ohmlab/data/data/platforms/pg", "data", "Secret Path", "ohmlab/platforms/pg")}},
+		},
+		{
+			name: "each reference of a composed value whose path has data/ after the mount",
+			seed: seed("a", "ohmlab/platforms/app", `{"url":"pg://<ref:ohmlab/data/platforms/pg#user>:<ref:ohmlab/platforms/pg#pw>@db"}`),
+			want: []validate.Problem{{Key: "url", Message: "<ref:ohmlab/data/platforms/pg#user> reads ohmlab/data/platforms/pg, which " +
 				apiPath("ohmlab/data/data/platforms/pg", "data", "Secret Path", "ohmlab/platforms/pg")}},
 		},
 		{
