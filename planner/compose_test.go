@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+	"github.com/ohmlab/ohmlab-controller/templating"
 	"github.com/ohmlab/ohmlab-controller/vaultkv"
 	"github.com/ohmlab/ohmlab-controller/vaultkv/fake"
 )
@@ -235,6 +236,86 @@ func TestPreviewComposed(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("previews (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestPlanComposedOverAPersonsValue: an earlier release stored a composed
+// leaf's text as a plain value, seeded once, so a person may have typed
+// the real value over it since. The key is composed while it holds that
+// text or a value the controller wrote; a value typed over the text, or on
+// a path the controller did not write, is kept and named, never
+// overwritten.
+func TestPlanComposedOverAPersonsValue(t *testing.T) {
+	const url = "postgres://keycloak:pg-source@db.internal:5432/app"
+	declared := composedData()["db"].(m)["url"].(string)
+	refs := map[string]*vaultkv.Secret{pgPath: pgSecret("pg-source"), harborPath: harborSecret("db.internal")}
+	at := func(v int) map[string]int { return map[string]int{"db.url": v, "db.user": v} }
+	stall := "db.url: holds a value the controller did not compose (typed over the text an earlier release stored, or on a path it did not write), " +
+		"which is kept (a value on the path is never overwritten): delete the key (echo '{\"db\":{\"url\":null}}' | vault kv patch " + ownPath + " -) and the next resync composes it"
+	managed := []string{"db.url", "db.user"}
+	runPlanCases(t, []planCase{
+		{
+			name: "the text an earlier release stored: composed",
+			spec: spec{data: composedData(), managed: managed, writtenAt: at(3)},
+			path: ours(3, m{"db": m{"user": "keycloak", "url": declared}}),
+			refs: refs,
+			want: Plan{Actions: []Action{update("db.url")}, Data: m{"db": m{"user": "keycloak", "url": url}}, CAS: 3, ManagedKeys: managed},
+		},
+		{
+			name:    "a value typed over that text: kept, and the stall names the key",
+			spec:    spec{data: composedData(), managed: managed, writtenAt: at(3)},
+			path:    ours(4, m{"db": m{"user": "keycloak", "url": "postgres://app:typed@db:5432/app"}}),
+			refs:    refs,
+			written: map[int]*vaultkv.Secret{3: ours(3, m{"db": m{"user": "keycloak", "url": declared}})},
+			want:    Plan{Outcome: OutcomeStop, Reason: ohmlabv1alpha1.ReasonInvalidSpec, Message: Text(stall), CAS: 4, ManagedKeys: managed, Carried: []string{"db.user"}},
+		},
+		{
+			name:    "a hand edit of what the controller composed: put back",
+			spec:    spec{data: composedData(), managed: managed, writtenAt: at(3)},
+			path:    ours(4, m{"db": m{"user": "keycloak", "url": "postgres://someone:typed@elsewhere/app"}}),
+			refs:    refs,
+			written: map[int]*vaultkv.Secret{3: ours(3, m{"db": m{"user": "keycloak", "url": url}})},
+			want:    Plan{Actions: []Action{update("db.url")}, Data: m{"db": m{"user": "keycloak", "url": url}}, CAS: 4, ManagedKeys: managed, Carried: []string{"db.user"}},
+		},
+		{
+			name: "the version the record names can no longer be read: kept",
+			spec: spec{data: composedData(), managed: managed, writtenAt: at(3)},
+			path: ours(9, m{"db": m{"user": "keycloak", "url": "postgres://app:typed@db:5432/app"}}),
+			refs: refs,
+			want: Plan{Outcome: OutcomeStop, Reason: ohmlabv1alpha1.ReasonInvalidSpec, Message: Text(stall), CAS: 9, ManagedKeys: managed},
+		},
+		{
+			name: "a path made by hand, adopted: its value is kept",
+			spec: spec{data: composedData()},
+			path: handMade(2, m{"db": m{"user": "keycloak", "url": "postgres://app:typed@db:5432/app"}}),
+			refs: refs,
+			want: Plan{Outcome: OutcomeStop, Reason: ohmlabv1alpha1.ReasonInvalidSpec, Message: Text(stall), CAS: 2,
+				Actions: []Action{{Name: ActionAdopt}}, Mark: md(ownerKey, testOwner), ManagedKeys: nil},
+		},
+	})
+}
+
+// TestVersionReadsOfAComposedKey: whether the controller composed a value
+// is told by the version its record names, read only when the key does not
+// hold its declared text and the record is older than the path.
+func TestVersionReadsOfAComposedKey(t *testing.T) {
+	a := templating.Analyse(templating.Object{Namespace: testNamespace, Name: testName, Path: ownPath, Data: composedData()})
+	declared := composedData()["db"].(m)["url"].(string)
+	d := Desired{Analysis: a, Version: 4, ManagedKeys: []string{"db.url", "db.user"}, WrittenAt: map[string]int{"db.url": 3, "db.user": 4}}
+	for _, tc := range []struct {
+		name string
+		url  string
+		want []int
+	}{
+		{"the declared text: nothing to read", declared, nil},
+		{"another value: the record's version", "postgres://app:typed@db:5432/app", []int{3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := versionReads(d, ours(4, m{"db": m{"user": "keycloak", "url": tc.url}}))
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("versionReads (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -297,6 +297,14 @@ func decide(ctx context.Context, d Desired, o Observed, g templating.Generator) 
 		return Plan{}, err
 	}
 	h := heldKeys(d.Analysis, fill.Held, remaining, pending, unusable)
+	if kept := composedKept(d, current, o.Written); len(kept) > 0 {
+		fill.Changes = slices.DeleteFunc(fill.Changes, func(c templating.Change) bool {
+			return kept[c.Key] || kept[d.Analysis.DerivesFrom(c.Key)]
+		})
+		for _, k := range slices.Sorted(maps.Keys(kept)) {
+			h.stalled = append(h.stalled, composedKeptMessage(k, d.Analysis.Path))
+		}
+	}
 	if h.copyMissing {
 		held := hold(d, path, OutcomeWait, ohmlabv1alpha1.ReasonRefPending, "")
 		held.Message = waitingMessage(h.waiting)
@@ -544,6 +552,54 @@ func pruneCandidates(d Desired, current map[string]any) []string {
 	return out
 }
 
+// composedKept are the composed keys whose value on the path the controller
+// may not have composed, so that a person may have typed it: it is kept.
+// An earlier release stored such a leaf's text as a plain value, seeded
+// once, so a value a person typed over that text since must not be taken
+// for a stale composition. A key holding the declared text is composed; a
+// value the controller wrote (its record's version holds the same value)
+// follows its sources, and so does a hand edit of a value the controller
+// composed there; any other value (over the declared text, on a path the
+// controller did not write, or whose record can no longer be read) is kept.
+func composedKept(d Desired, current map[string]any, written map[int]*vaultkv.Secret) map[string]bool {
+	var kept map[string]bool
+	h := history{written: written}
+	for k, l := range d.Analysis.Leaves {
+		cur, present := current[k]
+		if l.Kind != templating.KindCompose || !present || templating.Stringify(cur) == l.Declared() {
+			continue
+		}
+		v := d.WrittenAt[k]
+		then, readable := h.at(v)
+		was, ok := then[k]
+		if v > 0 && readable && ok && templating.Stringify(was) != l.Declared() {
+			continue
+		}
+		if kept == nil {
+			kept = map[string]bool{}
+		}
+		kept[k] = true
+	}
+	return kept
+}
+
+// composedKeptMessage says why a composed key is kept, and what to do.
+func composedKeptMessage(key, path string) string {
+	return fmt.Sprintf("%s: holds a value the controller did not compose (typed over the text an earlier release stored, or on a path it did not write), "+
+		"which is kept (a value on the path is never overwritten): delete the key (%s) and the next resync composes it", key, deleteKeyCommand(path, key))
+}
+
+// deleteKeyCommand is the command that deletes key of path by hand: a JSON
+// merge patch setting it to null.
+func deleteKeyCommand(path, key string) string {
+	segs := strings.Split(key, ".")
+	patch := "null"
+	for i := len(segs) - 1; i >= 0; i-- {
+		patch = fmt.Sprintf(`{%q:%s}`, segs[i], patch)
+	}
+	return fmt.Sprintf("echo '%s' | vault kv patch %s -", patch, path)
+}
+
 // versionReads returns the older versions of the path to read, sorted, one
 // read per distinct version: those a prune compares its candidates with
 // (product document, "Pruning": keys written by anybody else are never
@@ -570,11 +626,19 @@ func versionReads(d Desired, path *vaultkv.Secret) []int {
 			// does not have (staleRecords): nothing to read.
 			continue
 		}
-		if candidate[k] || moved && v < path.Version {
+		if candidate[k] || moved && v < path.Version || composedOver(d, k, current) {
 			set[v] = true
 		}
 	}
 	return slices.Sorted(maps.Keys(set))
+}
+
+// composedOver says whether key is a composed key whose value is not its
+// declared text: whether the controller composed it is told by the version
+// its record names (composedKept).
+func composedOver(d Desired, key string, current map[string]any) bool {
+	l, ok := d.Analysis.Leaves[key]
+	return ok && l.Kind == templating.KindCompose && templating.Stringify(current[key]) != l.Declared()
 }
 
 // pruneDecisions splits the prune candidates into the keys to remove, whose

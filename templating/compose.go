@@ -22,6 +22,22 @@ type Part struct {
 	Ref Ref
 }
 
+// Declared is a composed leaf as typed in the object: its text with each
+// '<' written "<<", and each reference's template. An earlier release, for
+// which such a leaf was plain text, stored exactly this. It may be a
+// secret: never put it in a message.
+func (l Leaf) Declared() string {
+	var b strings.Builder
+	for _, p := range l.Parts {
+		if p.IsRef() {
+			b.WriteString(p.Ref.Template())
+			continue
+		}
+		b.WriteString(strings.ReplaceAll(p.Text, "<", "<<"))
+	}
+	return b.String()
+}
+
 // IsRef says whether the part is a reference.
 func (p Part) IsRef() bool { return p.Ref != (Ref{}) }
 
