@@ -397,11 +397,12 @@ func (s *suite) run(t *testing.T, st step, f fault, r *row) {
 	var recovered <-chan error
 	var wrote *e2e.Controller
 	arm := func() *harness.KVHook {
-		// The Lease holder is found when the hook is armed: at the step the
-		// writer's request waits for the hook, and one that waits longer
-		// than the controller's Vault timeout fails on its own, so the
-		// fault would come after the writer reported it, not at the step.
-		// Nothing moves the Lease between the two.
+		// The Lease holder is found when the hook is armed, when there is
+		// one already: at the step the writer's request waits for the hook,
+		// and one that waits longer than the controller's Vault timeout
+		// fails on its own, so the fault would come after the writer
+		// reported it, not at the step. Nothing moves the Lease between
+		// the two.
 		holder, holderErr := s.leader()
 		return s.proxy.Once(st.when, func(req harness.KVRequest) bool { return st.match(path, req) }, func(harness.KVRequest) bool {
 			edit, err := kv.Patch(ctx, rest, map[string]any{"webhook": handValue})
@@ -411,7 +412,7 @@ func (s *suite) run(t *testing.T, st step, f fault, r *row) {
 				r.handVersions[edit.VersionMetadata.Version] = true
 			}
 			writer, err := holder, holderErr
-			if err == nil && writer.Exited() {
+			if err != nil || writer.Exited() {
 				writer, err = s.leader()
 			}
 			if err != nil {
