@@ -72,9 +72,9 @@ func (b Brake) releases(managed []ohmlabv1alpha1.ManagedKey) bool {
 // than the period is dropped. Counting only what reconciles see would let
 // the first vanished paths be created before the brake holds (each object
 // comes at its own phase of the period), and a restarted process starts
-// with nothing: so the first vanished path of a period surveys every known
-// path of the target (survey) before any is written. Safe for concurrent
-// use.
+// with nothing: so a vanished path that is not counted yet surveys every
+// known path of the target (survey) before it is written. Safe for
+// concurrent use.
 type vanishedPaths struct {
 	brake   Brake
 	period  time.Duration
@@ -82,13 +82,12 @@ type vanishedPaths struct {
 	publish func(vanished int, holds bool)
 
 	// surveying serializes surveys: the vanished objects reconciled at once
-	// wait for the first one's, then count on it.
+	// wait for the first one's, which counts them all.
 	surveying sync.Mutex
 
-	mu       sync.Mutex
-	surveyed time.Time // zero: never
-	known    int       // the known paths at the last survey
-	seen     map[types.NamespacedName]time.Time
+	mu    sync.Mutex
+	known int // the known paths at the last survey
+	seen  map[types.NamespacedName]time.Time
 }
 
 func newVanishedPaths(b Brake, period time.Duration, now func() time.Time, publish func(int, bool)) *vanishedPaths {
@@ -101,20 +100,23 @@ func newVanishedPaths(b Brake, period time.Duration, now func() time.Time, publi
 	return &vanishedPaths{brake: b.withDefaults(), period: period, now: now, publish: publish, seen: map[types.NamespacedName]time.Time{}}
 }
 
-// surveyDue says whether the counts are older than one period: nothing
-// surveyed since the process started, or too long ago to stand for the
-// target's paths now.
-func (v *vanishedPaths) surveyDue() bool {
+// surveyDue says whether key's vanished path is not counted yet: no survey
+// or sighting within the period saw it missing. Another vanishing may have
+// come with it (a process that just started knows of none).
+func (v *vanishedPaths) surveyDue(key types.NamespacedName) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return v.surveyed.IsZero() || v.now().Sub(v.surveyed) >= v.period
+	t, ok := v.seen[key]
+	return !ok || v.now().Sub(t) >= v.period
 }
 
-// surveyedNow records a survey: known paths, of which the keys vanished.
+// surveyedNow records a survey: of the known paths, the keys' vanished. It
+// replaces what was counted: the paths restored since are not missing.
 func (v *vanishedPaths) surveyedNow(known int, vanished []types.NamespacedName) {
 	v.mu.Lock()
 	now := v.now()
-	v.surveyed, v.known = now, known
+	v.known = known
+	clear(v.seen)
 	for _, k := range vanished {
 		v.seen[k] = now
 	}
@@ -165,7 +167,7 @@ func (v *vanishedPaths) holds() (bool, int, int) {
 func (r *Reconciler) brakeVanished(ctx context.Context, in planner.Input) (out outcome, held bool, err error) {
 	key := client.ObjectKeyFromObject(in.Seed)
 	r.vanished.surveying.Lock()
-	if r.vanished.surveyDue() {
+	if r.vanished.surveyDue(key) {
 		var list ohmlabv1alpha1.VaultSeedList
 		if err := r.Client.List(ctx, &list, r.shardOnly()...); err != nil {
 			r.vanished.surveying.Unlock()
@@ -212,8 +214,9 @@ func shareString(s float64) string {
 
 // survey reads the path of every object of this process that status says
 // wrote its path (but key's, which vanished), and records how many are
-// missing. It costs one read per such object, once per period while paths
-// vanish; a quiet target never surveys.
+// missing. It costs one read per such object, once for each path that
+// vanishes alone, once for all that vanish together (within a period); a
+// target whose paths stay never surveys.
 func (r *Reconciler) survey(ctx context.Context, key types.NamespacedName, objects []ohmlabv1alpha1.VaultSeed) error {
 	known, vanished := 1, []types.NamespacedName{key}
 	for i := range objects {

@@ -85,55 +85,63 @@ func TestBrakeReleases(t *testing.T) {
 }
 
 // TestVanishedPathsOverThePeriod: the counter of vanished paths over a
-// sliding period, on a fake clock: a survey is due at the start and once a
-// period; sightings older than the period are dropped; a path seen again
-// is taken out; every change is published.
+// sliding period, on a fake clock: a path not counted yet owes a survey,
+// which replaces the count; sightings older than the period are dropped; a
+// path seen again is taken out; every change is published.
 func TestVanishedPathsOverThePeriod(t *testing.T) {
 	clock := &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	type published struct {
-		n     int
-		holds bool
+		N     int
+		Holds bool
 	}
 	var last published
 	v := newVanishedPaths(Brake{}, 10*time.Minute, clock.now, func(n int, holds bool) { last = published{n, holds} })
-	check := func(step string, wantDue bool, want published) {
+	gone, alone := keys("gone", 20), types.NamespacedName{Namespace: "ns", Name: "alone"}
+	check := func(step string, due map[types.NamespacedName]bool, want published) {
 		t.Helper()
-		if due := v.surveyDue(); due != wantDue {
-			t.Errorf("%s: surveyDue = %v, want %v", step, due, wantDue)
+		for k, wantDue := range due {
+			if got := v.surveyDue(k); got != wantDue {
+				t.Errorf("%s: surveyDue(%s) = %v, want %v", step, k.Name, got, wantDue)
+			}
 		}
 		holds, n, _ := v.holds()
-		if diff := cmp.Diff(want, published{n, holds}, cmp.AllowUnexported(published{})); diff != "" {
+		if diff := cmp.Diff(want, published{n, holds}); diff != "" {
 			t.Errorf("%s: holds (-want +got):\n%s", step, diff)
 		}
 		if last != want {
 			t.Errorf("%s: published %+v, want %+v", step, last, want)
 		}
 	}
-	check("a process just started: nothing counted, a survey due", true, published{0, false})
+	check("a process just started: nothing counted, every vanished path owes a survey", map[types.NamespacedName]bool{gone[0]: true, alone: true}, published{0, false})
 
-	gone := keys("gone", 20)
+	v.surveyedNow(30, []types.NamespacedName{alone})
+	check("one path of 30 vanished alone", map[types.NamespacedName]bool{alone: false, gone[0]: true}, published{1, false})
+	v.back(alone)
+	check("created anew", map[types.NamespacedName]bool{alone: true}, published{0, false})
+
+	clock.advance(time.Minute)
 	v.surveyedNow(30, gone)
-	check("20 of 30 vanished at the survey", false, published{20, true})
+	check("20 of 30 vanished: the first of them surveyed, the others are counted", map[types.NamespacedName]bool{gone[0]: false, gone[19]: false, alone: true}, published{20, true})
 
 	clock.advance(5 * time.Minute)
 	for _, k := range gone[:6] {
 		v.back(k)
 	}
-	check("six restored by hand since", false, published{14, false})
+	check("six restored by hand since", map[types.NamespacedName]bool{gone[0]: true, gone[6]: false}, published{14, false})
 
 	v.saw(gone[0])
-	check("one of them vanished again", false, published{15, false})
+	check("one of them vanished again, seen by its own reconcile", map[types.NamespacedName]bool{gone[0]: false}, published{15, false})
 	v.saw(gone[1])
-	check("and another: more than half", false, published{16, true})
+	check("and another: more than half", nil, published{16, true})
 
 	clock.advance(5 * time.Minute)
-	check("one period after the survey: its sightings dropped, a survey due", true, published{2, false})
+	check("one period after the survey: its count dropped", map[types.NamespacedName]bool{gone[6]: true, gone[0]: false}, published{2, false})
 
 	clock.advance(5 * time.Minute)
-	check("one period after the last sightings", true, published{0, false})
+	check("one period after the last sightings", map[types.NamespacedName]bool{gone[0]: true}, published{0, false})
 
-	v.back(types.NamespacedName{Namespace: "ns", Name: "never-seen"})
-	check("a path never seen missing is back: nothing changes", true, published{0, false})
+	v.surveyedNow(30, gone[:3])
+	check("a survey replaces the count", map[types.NamespacedName]bool{gone[3]: true}, published{3, false})
 }
 
 // TestVanishedPathsAfterARestart: a process that starts against a Vault
@@ -143,12 +151,16 @@ func TestVanishedPathsOverThePeriod(t *testing.T) {
 func TestVanishedPathsAfterARestart(t *testing.T) {
 	clock := &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	v := newVanishedPaths(Brake{}, 10*time.Minute, clock.now, nil)
-	if !v.surveyDue() {
+	gone := keys("gone", 20)
+	if !v.surveyDue(gone[0]) {
 		t.Fatal("a started process owes a survey before its first vanished path is written")
 	}
-	v.surveyedNow(30, keys("gone", 20))
-	for i, k := range keys("gone", 20) {
+	v.surveyedNow(30, gone)
+	for i, k := range gone {
 		clock.advance(25 * time.Second)
+		if v.surveyDue(k) {
+			t.Errorf("reconcile %d: surveys again for a path counted %s ago", i, time.Duration(i+1)*25*time.Second)
+		}
 		v.saw(k)
 		if holds, n, known := v.holds(); !holds {
 			t.Fatalf("reconcile %d: the brake let a vanished path through (%d of %d)", i, n, known)
