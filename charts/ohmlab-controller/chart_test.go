@@ -875,6 +875,7 @@ var knownMetrics = []string{
 	"ohmlab_backend_request_duration_seconds_bucket",
 	"ohmlab_resync_period_seconds",
 	"ohmlab_vanished_brake_holds",
+	"ohmlab_vanished_paths",
 	"controller_runtime_reconcile_total",
 	"controller_runtime_reconcile_errors_total",
 	"workqueue_depth",
