@@ -169,7 +169,8 @@ func (r *Reconciler) brakeVanished(ctx context.Context, in planner.Input) (out o
 	r.vanished.surveying.Lock()
 	if r.vanished.surveyDue(key) {
 		var list ohmlabv1alpha1.VaultSeedList
-		if err := r.Client.List(ctx, &list, r.shardOnly()...); err != nil {
+		// Read only: the cache's objects themselves, not copies of them.
+		if err := r.Client.List(ctx, &list, append(r.shardOnly(), client.UnsafeDisableDeepCopy)...); err != nil {
 			r.vanished.surveying.Unlock()
 			return outcome{}, true, fmt.Errorf("listing the objects to count the vanished paths: %w", err)
 		}
@@ -188,7 +189,7 @@ func (r *Reconciler) brakeVanished(ctx context.Context, in planner.Input) (out o
 		ctrl.LoggerFrom(ctx).Info("creating a vanished path anew: the brake is released for it", "path", in.Seed.Spec.Path, "releasedAt", r.vanished.brake.ReleasedAt)
 		return outcome{}, false, nil
 	}
-	return outcome{Result: planner.StalledResult(ohmlabv1alpha1.ReasonVaultDataLoss, planner.Text(r.dataLossMessage(in, n, known)))}, true, nil
+	return outcome{Result: planner.StalledResult(ohmlabv1alpha1.ReasonVaultDataLoss, planner.Text(r.dataLossMessage(n, known)))}, true, nil
 }
 
 // shardOnly are the list options of this process's objects.
@@ -200,11 +201,12 @@ func (r *Reconciler) shardOnly() []client.ListOption {
 }
 
 // dataLossMessage says why the path is not created anew and what to do.
-func (r *Reconciler) dataLossMessage(in planner.Input, vanished, known int) string {
-	return fmt.Sprintf("the path is missing from Vault although this object wrote it (status.version %d), and so are %d of the %d paths of this target's objects that wrote theirs, within one resync period "+
-		"(the brake holds above %d and more than %s of them): Vault most likely lost data (restored from an older snapshot, a mount disabled and enabled again). "+
+func (r *Reconciler) dataLossMessage(vanished, known int) string {
+	b := r.vanished.brake
+	return fmt.Sprintf("the path is missing from Vault although this object wrote it (its status records the write); %d of the %d paths this target's objects wrote are missing within one resync period "+
+		"(the brake holds at %d or more and above %s): Vault most likely lost data (restored from an older snapshot, a mount disabled and enabled again). "+
 		"Nothing is written to the vanished paths: restore Vault, or accept the loss and set targets.vault.brake.releasedAt to now, after which they are created anew with new values (docs/users/vault-data-loss.md)",
-		in.Seed.Status.Version, vanished, known, r.vanished.brake.Min-1, shareString(r.vanished.brake.Share))
+		vanished, known, b.Min, shareString(b.Share))
 }
 
 // shareString is a share as a percentage.

@@ -97,7 +97,7 @@ func TestBrakeOnVanishedPaths(t *testing.T) {
 		f.askReconcile(name(i), "lost")
 	}
 	f.expectBraked(t, name, lost, n)
-	g.Expect(f.events(name(lost - 1))).To(ContainElement(HavePrefix("Warning VaultDataLoss: the path is missing from Vault although this object wrote it (status.version 1), and so are 20 of the 30 paths")))
+	g.Expect(f.events(name(lost - 1))).To(ContainElement(HavePrefix("Warning VaultDataLoss: the path is missing from Vault although this object wrote it (its status records the write); 20 of the 30 paths this target's objects wrote are missing within one resync period (the brake holds at 5 or more and above 50%)")))
 	g.Expect(f.brakeGauges()).To(Equal([2]float64{lost, 1}), "ohmlab_vanished_paths, ohmlab_vanished_brake_holds")
 
 	// A restarted process knows nothing of it, and holds all the same.
@@ -121,6 +121,14 @@ func TestBrakeOnVanishedPaths(t *testing.T) {
 		g.Expect(readPath(t, f.path(name(i))).Version).To(Equal(1), "version of %s", name(i))
 	}
 	g.Eventually(f.brakeGauges).Should(Equal([2]float64{0, 0}), "ohmlab_vanished_paths, ohmlab_vanished_brake_holds")
+	emitted := f.emitted()
+	for i := range n {
+		for _, v := range []any{before[i], readPath(t, f.path(name(i))).Data["password"]} {
+			if s, _ := v.(string); s == "" || strings.Contains(emitted, s) {
+				t.Errorf("the password of %s is empty or in logs, events, status or metrics", name(i))
+			}
+		}
+	}
 }
 
 // brakeGauges are the values of ohmlab_vanished_paths and
