@@ -13,6 +13,7 @@ import (
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
 	"github.com/ohmlab/ohmlab-controller/planner"
+	"github.com/ohmlab/ohmlab-controller/vaultkv"
 )
 
 // Brake is when the target stops creating anew the paths its objects wrote
@@ -162,8 +163,7 @@ func (v *vanishedPaths) holds() (bool, int, int) {
 
 // brakeVanished decides, before any write, whether the plan of a vanished
 // path goes on: held is true when it does not, with the outcome to report
-// (VaultDataLoss, or Vault's error during the survey). A Kubernetes error
-// (listing the objects) is returned.
+// (VaultDataLoss). A Kubernetes error (listing the objects) is returned.
 func (r *Reconciler) brakeVanished(ctx context.Context, in planner.Input) (out outcome, held bool, err error) {
 	key := client.ObjectKeyFromObject(in.Seed)
 	r.vanished.surveying.Lock()
@@ -174,12 +174,9 @@ func (r *Reconciler) brakeVanished(ctx context.Context, in planner.Input) (out o
 			r.vanished.surveying.Unlock()
 			return outcome{}, true, fmt.Errorf("listing the objects to count the vanished paths: %w", err)
 		}
-		err = r.survey(ctx, key, list.Items)
+		r.survey(ctx, key, list.Items)
 	}
 	r.vanished.surveying.Unlock()
-	if err != nil {
-		return backendOutcome(err), true, nil
-	}
 	r.vanished.saw(key)
 	holds, n, known := r.vanished.holds()
 	if !holds {
@@ -189,7 +186,7 @@ func (r *Reconciler) brakeVanished(ctx context.Context, in planner.Input) (out o
 		ctrl.LoggerFrom(ctx).Info("creating a vanished path anew: the brake is released for it", "path", in.Seed.Spec.Path, "releasedAt", r.vanished.brake.ReleasedAt)
 		return outcome{}, false, nil
 	}
-	return outcome{Result: planner.StalledResult(ohmlabv1alpha1.ReasonVaultDataLoss, planner.Text(r.dataLossMessage(n, known)))}, true, nil
+	return outcome{Result: planner.StalledResult(ohmlabv1alpha1.ReasonVaultDataLoss, planner.Text(r.dataLossMessage(in.Seed.Namespace, n, known)))}, true, nil
 }
 
 // shardOnly are the list options of this process's objects.
@@ -200,13 +197,19 @@ func (r *Reconciler) shardOnly() []client.ListOption {
 	return []client.ListOption{client.MatchingLabelsSelector{Selector: r.Selector}}
 }
 
-// dataLossMessage says why the path is not created anew and what to do.
-func (r *Reconciler) dataLossMessage(vanished, known int) string {
+// dataLossMessage says why the path is not created anew and what to do. A
+// tenant's object is not told the counts: they are of other namespaces'
+// paths too.
+func (r *Reconciler) dataLossMessage(namespace string, vanished, known int) string {
 	b := r.vanished.brake
-	return fmt.Sprintf("the path is missing from Vault although this object wrote it (its status records the write); %d of the %d paths this target's objects wrote are missing within one resync period "+
-		"(the brake holds at %d or more and above %s): Vault most likely lost data (restored from an older snapshot, a mount disabled and enabled again). "+
-		"Nothing is written to the vanished paths: restore Vault, or accept the loss and set targets.vault.brake.releasedAt to now, after which they are created anew with new values (docs/users/vault-data-loss.md)",
+	counts := fmt.Sprintf("%d of the %d paths this target's objects wrote are missing within one resync period (the brake holds at %d or more and above %s)",
 		vanished, known, b.Min, shareString(b.Share))
+	if r.tenant(namespace) {
+		counts = "so are too many of the paths the controller's objects wrote, within one resync period"
+	}
+	return "the path is missing from Vault although this object wrote it (its status records the write); " + counts +
+		": Vault most likely lost data (restored from an older snapshot, a mount disabled and enabled again). " +
+		"Nothing is written to the vanished paths: restore Vault, or accept the loss and set targets.vault.brake.releasedAt to now, after which they are created anew with new values (docs/users/vault-data-loss.md)"
 }
 
 // shareString is a share as a percentage.
@@ -215,30 +218,39 @@ func shareString(s float64) string {
 }
 
 // survey reads the path of every object of this process that status says
-// wrote its path (but key's, which vanished), and records how many are
-// missing. It costs one read per such object, once for each path that
-// vanishes alone, once for all that vanish together (within a period); a
-// target whose paths stay never surveys.
-func (r *Reconciler) survey(ctx context.Context, key types.NamespacedName, objects []ohmlabv1alpha1.VaultSeed) error {
-	known, vanished := 1, []types.NamespacedName{key}
+// wrote its path (but key's, which vanished), each with its namespace's
+// Vault identity (a tenant's own), and records how many are missing. It
+// costs one read per such object, once for each path that vanishes alone,
+// once for all that vanish together (within a period); a target whose paths
+// stay never surveys. A path that cannot be read (a tenant whose login
+// fails) is left out of the count rather than holding every vanished path
+// of the target in backoff.
+func (r *Reconciler) survey(ctx context.Context, key types.NamespacedName, objects []ohmlabv1alpha1.VaultSeed) {
+	known, vanished, unread := 1, []types.NamespacedName{key}, 0
 	for i := range objects {
 		seed := &objects[i]
 		k := client.ObjectKeyFromObject(seed)
 		// Not counted: key's own, counted already; one being deleted,
-		// whose path may go on purpose; one that never wrote its path.
-		if managed, _ := r.store.managed(seed); k == key || !seed.DeletionTimestamp.IsZero() || seed.Status.Version == 0 && len(managed) == 0 {
+		// whose path may go on purpose; one that never wrote its path;
+		// a tenant's out of its scope, whose path is never read.
+		if managed, _ := r.store.managed(seed); k == key || !seed.DeletionTimestamp.IsZero() || seed.Status.Version == 0 && len(managed) == 0 || !r.inScope(seed) {
+			continue
+		}
+		kv, err := r.kvFor(seed.Namespace)
+		var s *vaultkv.Secret
+		if err == nil {
+			s, err = kv.Read(ctx, seed.Spec.Path)
+		}
+		if err != nil {
+			unread++
+			ctrl.LoggerFrom(ctx).V(1).Info("cannot read a path to count the vanished ones; left out", "path", seed.Spec.Path, "reason", err.Error())
 			continue
 		}
 		known++
-		s, err := r.KV.Read(ctx, seed.Spec.Path)
-		if err != nil {
-			return fmt.Errorf("reading %s to count the vanished paths: %w", seed.Spec.Path, err)
-		}
 		if !s.Exists {
 			vanished = append(vanished, k)
 		}
 	}
-	ctrl.LoggerFrom(ctx).Info("a path this target wrote vanished; counted the others", "known", known, "vanished", len(vanished))
+	ctrl.LoggerFrom(ctx).Info("a path this target wrote vanished; counted the others", "known", known, "vanished", len(vanished), "unread", unread)
 	r.vanished.surveyedNow(known, vanished)
-	return nil
 }
