@@ -174,6 +174,13 @@ type Plan struct {
 	// Late is a write of the object that landed unreported, reported with
 	// this plan; nil when none.
 	Late *Late
+	// Vanished: the path is read absent although status says the object
+	// wrote it (status.version or managed keys), whatever the plan does
+	// about it. The plan creates it anew with new values, as it would a
+	// new path; a caller that sees many of a target's paths vanish at once
+	// holds such writes back (Vault lost data rather than a person deleted
+	// one path).
+	Vanished bool
 }
 
 // Empty says whether applying the plan changes nothing in Vault.
@@ -258,6 +265,23 @@ func (p Plan) SummaryMessage() Message {
 // *templating.StoppedError when ctx ends before they are); every problem of
 // the object or of the path is an outcome.
 func decide(ctx context.Context, d Desired, o Observed, g templating.Generator) (Plan, error) {
+	p, err := decidePath(ctx, d, o, g)
+	if err != nil {
+		return Plan{}, err
+	}
+	p.Vanished = d.vanished(o.Path)
+	return p, nil
+}
+
+// vanished says whether path, as read, is missing although status says the
+// object wrote it. Told before ownRecords, which forgets every record of a
+// path without the object's owner marker, as an absent path is.
+func (d Desired) vanished(path *vaultkv.Secret) bool {
+	return (path == nil || !path.Exists) && (d.Version > 0 || len(d.ManagedKeys) > 0)
+}
+
+// decidePath is decide without the Vanished signal.
+func decidePath(ctx context.Context, d Desired, o Observed, g templating.Generator) (Plan, error) {
 	path := o.Path
 	if path == nil {
 		path = &vaultkv.Secret{}

@@ -884,7 +884,10 @@ func TestPlanRefPending(t *testing.T) {
 			}
 			// The copy is missing on the path: nothing is written and the
 			// managed keys stay as they are, on a path this object owns.
-			want := Plan{Outcome: OutcomeWait, Reason: ohmlabv1alpha1.ReasonRefPending, Message: Text(tc.want), CAS: tc.path.Version, ManagedKeys: ownedOnly(tc.path, s.managed)}
+			// An absent path this object wrote (it has managed keys) is
+			// vanished, whatever the plan does.
+			want := Plan{Outcome: OutcomeWait, Reason: ohmlabv1alpha1.ReasonRefPending, Message: Text(tc.want), CAS: tc.path.Version, ManagedKeys: ownedOnly(tc.path, s.managed),
+				Vanished: !tc.path.Exists}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("plan (-want +got):\n%s", diff)
 			}
@@ -994,7 +997,8 @@ func TestPlanStop(t *testing.T) {
 			if err != nil {
 				t.Fatalf("plan: %v", err)
 			}
-			want := Plan{Outcome: OutcomeStop, Reason: tc.reason, Message: Text(tc.want), CAS: tc.path.Version, ManagedKeys: ownedOnly(tc.path, s.managed)}
+			want := Plan{Outcome: OutcomeStop, Reason: tc.reason, Message: Text(tc.want), CAS: tc.path.Version, ManagedKeys: ownedOnly(tc.path, s.managed),
+				Vanished: !tc.path.Exists}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("plan (-want +got):\n%s", diff)
 			}
@@ -1623,5 +1627,43 @@ func TestPlanCounts(t *testing.T) {
 	want := map[string]int{ActionAdopt: 1, ActionCreateField: 2, ActionUpdateField: 1}
 	if diff := cmp.Diff(want, p.Counts()); diff != "" {
 		t.Errorf("Counts (-want +got):\n%s", diff)
+	}
+}
+
+// TestPlanVanished: a path read absent is vanished when status says the
+// object wrote it (status.version, or managed keys), whatever else the plan
+// does; the plan still creates it as a new path, and a caller decides
+// whether to write it.
+func TestPlanVanished(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		version int
+		managed []string
+		path    *vaultkv.Secret
+		want    bool
+	}{
+		{name: "never written, absent: a new path", path: &vaultkv.Secret{}, want: false},
+		{name: "status.version, absent", version: 4, path: &vaultkv.Secret{}, want: true},
+		{name: "managed keys without status.version (a write status did not record)", managed: []string{"admin.password"}, path: &vaultkv.Secret{}, want: true},
+		{name: "status.version, path not read at all", version: 4, path: nil, want: true},
+		{name: "status.version, metadata kept but no version (vault kv metadata put)", version: 4, path: &vaultkv.Secret{CustomMetadata: md("team", "a")}, want: true},
+		{name: "status.version, present", version: 4, path: ours(4, seeded("x")), want: false},
+		{name: "status.version, present without the owner marker (put again by hand)", version: 4, path: handMade(1, m{"admin": m{"username": "admin"}}), want: false},
+		{name: "status.version, latest version deleted: PathDeleted, not vanished", version: 4, path: &vaultkv.Secret{Exists: true, Deleted: true, Version: 4, CustomMetadata: md(ownerKey, testOwner)}, want: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := desired(t, spec{data: keycloak(), managed: tc.managed})
+			d.Version = tc.version
+			got, err := decide(t.Context(), d, observe(&d, tc.path, nil, nil), testGen())
+			if err != nil {
+				t.Fatalf("plan: %v", err)
+			}
+			if got.Vanished != tc.want {
+				t.Errorf("Vanished = %v, want %v", got.Vanished, tc.want)
+			}
+			if tc.path != nil && !tc.path.Exists && !got.Creates() {
+				t.Errorf("the plan of an absent path does not create it: %v", got.Actions)
+			}
+		})
 	}
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/ohmlab/ohmlab-controller/reconcilers/vaultseed"
 )
 
 func TestLoad(t *testing.T) {
@@ -55,6 +57,8 @@ func TestLoadVaultConfig(t *testing.T) {
 	withTenants.Tenants.Enabled = true
 	withTenants.Tenants.Namespaces = []string{"team-a", "team-b"}
 	withTenants.Tenants.SharedSources = []string{"ohmlab/shared/public/"}
+	released := full
+	released.Brake.ReleasedAt = "2026-03-01T12:00:00Z"
 	tests := []struct {
 		name    string
 		section string
@@ -71,6 +75,11 @@ func TestLoadVaultConfig(t *testing.T) {
 			section: "namespaces: [vault-operator-system]\nresyncPeriod: 15s\nbackend:\n  address: https://vault:8200\ntenants:\n  enabled: true\n  namespaces: [team-a, team-b]\n  sharedSources: [ohmlab/shared/public/]\n",
 			want:    &withTenants,
 		},
+		{
+			name:    "brake: a release, the defaults for the rest",
+			section: "namespaces: [vault-operator-system]\nresyncPeriod: 15s\nbackend:\n  address: https://vault:8200\nbrake:\n  releasedAt: \"2026-03-01T12:00:00Z\"\n",
+			want:    &released,
+		},
 		{name: "tenants: a namespace also a platform one", section: "namespaces: [a]\nbackend: {address: x}\ntenants: {enabled: true, namespaces: [a]}\n",
 			wantErr: `targets.vault.tenants.namespaces[0]: "a" is also in targets.vault.namespaces`},
 		{name: "tenants: a bad prefix", section: "namespaces: [a]\nbackend: {address: x}\ntenants: {enabled: true, namespaces: [b], prefix: \"ohmlab/tenants/\"}\n",
@@ -85,6 +94,10 @@ func TestLoadVaultConfig(t *testing.T) {
 		{name: "bad auth method", section: "namespaces: [a]\nbackend: {address: x, auth: {method: userpass}}\n", wantErr: `backend.auth.method: "userpass" is not kubernetes or token`},
 		{name: "token method needs a file", section: "namespaces: [a]\nbackend: {address: x, auth: {method: token, tokenFile: \"\"}}\n", wantErr: "backend.auth.tokenFile: required with method token"},
 		{name: "zero concurrency", section: "namespaces: [a]\nbackend: {address: x}\nconcurrency: 0\n", wantErr: "concurrency: must be at least 1"},
+		{name: "brake: a share of none", section: "namespaces: [a]\nbackend: {address: x}\nbrake: {vanishedShare: 0}\n", wantErr: "targets.vault.brake.vanishedShare: 0: must be more than 0 and at most 1"},
+		{name: "brake: a share above all", section: "namespaces: [a]\nbackend: {address: x}\nbrake: {vanishedShare: 1.5}\n", wantErr: "targets.vault.brake.vanishedShare: 1.5: must be more than 0 and at most 1"},
+		{name: "brake: no minimum", section: "namespaces: [a]\nbackend: {address: x}\nbrake: {minVanished: 0}\n", wantErr: "targets.vault.brake.minVanished: 0: must be at least 1"},
+		{name: "brake: a release that is not a time", section: "namespaces: [a]\nbackend: {address: x}\nbrake: {releasedAt: yesterday}\n", wantErr: `targets.vault.brake.releasedAt: "yesterday": not an RFC 3339 time`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -110,6 +123,19 @@ func wantError(t *testing.T, err error, want string) bool {
 		t.Fatal(err)
 	}
 	return want == ""
+}
+
+// TestVaultBrake: the reconciler's brake is the section's, the release a
+// time.
+func TestVaultBrake(t *testing.T) {
+	cfg, err := LoadVaultConfig([]byte("namespaces: [a]\nbackend: {address: x}\nbrake: {vanishedShare: 0.25, minVanished: 3, releasedAt: \"2026-03-01T12:00:00+01:00\"}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := vaultseed.Brake{Share: 0.25, Min: 3, ReleasedAt: time.Date(2026, 3, 1, 11, 0, 0, 0, time.UTC)}
+	if got := cfg.Brake.brake(); got.Share != want.Share || got.Min != want.Min || !got.ReleasedAt.Equal(want.ReleasedAt) {
+		t.Errorf("brake = %+v, want %+v", got, want)
+	}
 }
 
 // targetPackages are, per implemented target, the packages that hold its

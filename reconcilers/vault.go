@@ -65,6 +65,46 @@ type VaultConfig struct {
 	// Tenants are the namespaces of application teams, each under its own
 	// prefix and its own Vault identity (off by default).
 	Tenants tenancy.Config `json:"tenants"`
+	// Brake holds back the paths that vanished from Vault when many did
+	// at once (docs/users/vault-data-loss.md).
+	Brake VaultBrake `json:"brake"`
+}
+
+// VaultBrake is when the target stops creating anew the paths its objects
+// wrote and that are now missing: more than VanishedShare of those paths,
+// and at least MinVanished, missing within one resync period.
+type VaultBrake struct {
+	// VanishedShare of the paths the objects wrote, above which the brake
+	// holds (more than 0, at most 1).
+	VanishedShare float64 `json:"vanishedShare"`
+	// MinVanished is the fewest vanished paths that hold it, so that a
+	// small target is not held by one path.
+	MinVanished int `json:"minVanished"`
+	// ReleasedAt, an RFC 3339 time, lets through the vanished paths that
+	// their objects last wrote before it: a person accepted their loss.
+	// Empty: none.
+	ReleasedAt string `json:"releasedAt,omitempty"`
+}
+
+// brake is the reconciler's Brake, from a checked configuration.
+func (b VaultBrake) brake() vaultseed.Brake {
+	released, _ := time.Parse(time.RFC3339Nano, b.ReleasedAt)
+	return vaultseed.Brake{Share: b.VanishedShare, Min: b.MinVanished, ReleasedAt: released}
+}
+
+// check returns the problems of the section.
+func (b VaultBrake) check() []string {
+	var errs []string
+	if !(b.VanishedShare > 0 && b.VanishedShare <= 1) {
+		errs = append(errs, fmt.Sprintf("targets.vault.brake.vanishedShare: %g: must be more than 0 and at most 1", b.VanishedShare))
+	}
+	if b.MinVanished < 1 {
+		errs = append(errs, fmt.Sprintf("targets.vault.brake.minVanished: %d: must be at least 1", b.MinVanished))
+	}
+	if _, err := time.Parse(time.RFC3339Nano, b.ReleasedAt); b.ReleasedAt != "" && err != nil {
+		errs = append(errs, fmt.Sprintf("targets.vault.brake.releasedAt: %q: not an RFC 3339 time (2026-03-01T12:00:00Z)", b.ReleasedAt))
+	}
+	return errs
 }
 
 // LeaderElection configures a target's Lease, ohmlab-controller-<target>
@@ -146,6 +186,10 @@ func DefaultVaultConfig() VaultConfig {
 			},
 		},
 		Tenants: tenancy.DefaultConfig(),
+		// Half of the paths, and at least five: a restored snapshot or a
+		// mount enabled again loses most paths at once, a person deletes
+		// one or a few.
+		Brake: VaultBrake{VanishedShare: 0.5, MinVanished: 5},
 	}
 }
 
@@ -193,6 +237,7 @@ func LoadVaultConfig(section []byte) (VaultConfig, error) {
 		check(false, "backend.auth.method: %q is not kubernetes or token", cfg.Backend.Auth.Method)
 	}
 	errs = append(errs, cfg.Tenants.Validate(cfg.Namespaces)...)
+	errs = append(errs, cfg.Brake.check()...)
 	if len(errs) > 0 {
 		return cfg, errors.New("config: " + strings.Join(errs, "; "))
 	}
@@ -250,6 +295,7 @@ func (cfg VaultConfig) NewManager(ctx context.Context, p Process) (manager.Manag
 		TenantKV:     tenantKV,
 		ResyncPeriod: cfg.ResyncPeriod.Duration,
 		Selector:     selector,
+		Brake:        cfg.Brake.brake(),
 	}
 	if err := r.SetupWithManager(mgr, cfg.Concurrency); err != nil {
 		return nil, fmt.Errorf("vault: %w", err)

@@ -87,6 +87,15 @@ const (
 	// message names the key and what is allowed, never whether a path
 	// outside the scope exists or who owns it.
 	ReasonOutOfScope = "OutOfScope"
+	// ReasonVaultDataLoss: Stalled=True (and Ready=False). The path is
+	// missing although this object wrote it, and so are more than the
+	// configured share of the target's paths that their objects wrote
+	// (targets.vault.brake): Vault most likely lost data (restored from an
+	// older snapshot, a mount disabled and enabled again). The controller
+	// does not create them anew, which would replace every generated value
+	// at once, until Vault is restored or a person releases the brake
+	// (targets.vault.brake.releasedAt). The message gives the counts.
+	ReasonVaultDataLoss = "VaultDataLoss"
 )
 
 // Reasons of the Normal events of a VaultSeed (product document, "Events"). A

@@ -472,8 +472,16 @@ targets:
 	// The tenants' section, off, as values.yaml has it.
 	want.Tenants = tenancy.DefaultConfig()
 	want.Tenants.Namespaces, want.Tenants.SharedSources = []string{}, []string{}
+	// The brake's defaults, as values.yaml has them.
+	want.Brake = reconcilers.VaultBrake{VanishedShare: 0.5, MinVanished: 5}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)
+	}
+
+	// A release reaches the config as the person wrote it.
+	brake := processConfig(t, render(t, vaultOn+"    brake: {vanishedShare: 0.3, minVanished: 10, releasedAt: \"2026-03-01T12:00:00Z\"}\n"), "vault")["vault"].Brake
+	if diff := cmp.Diff(reconcilers.VaultBrake{VanishedShare: 0.3, MinVanished: 10, ReleasedAt: "2026-03-01T12:00:00Z"}, brake); diff != "" {
+		t.Errorf("brake (-want +got):\n%s", diff)
 	}
 
 	// The Lease Role follows the leader-election namespace.
@@ -866,6 +874,8 @@ var knownMetrics = []string{
 	"ohmlab_backend_requests_total",
 	"ohmlab_backend_request_duration_seconds_bucket",
 	"ohmlab_resync_period_seconds",
+	"ohmlab_vanished_brake_holds",
+	"ohmlab_vanished_paths",
 	"controller_runtime_reconcile_total",
 	"controller_runtime_reconcile_errors_total",
 	"workqueue_depth",
@@ -879,6 +889,7 @@ var alertNames = []string{
 	"OhmlabBackendForbidden",
 	"OhmlabWriteLoop",
 	"OhmlabCRDRevisionMismatch",
+	"OhmlabVaultDataLoss",
 }
 
 func TestAlerts(t *testing.T) {
@@ -1120,6 +1131,16 @@ func TestBadValuesFail(t *testing.T) {
 			name:   "enabled target in none",
 			values: vaultOn + "deployments: {apps: [harbor, sonarqube]}\n",
 			want:   []string{`target "vault" is enabled but no process lists it`, "deployments.vault: [vault]"},
+		},
+		{
+			name:   "brake released at no time",
+			values: vaultOn + "    brake: {releasedAt: yesterday}\n",
+			want:   []string{"releasedAt", "does not match pattern"},
+		},
+		{
+			name:   "brake share above all",
+			values: vaultOn + "    brake: {vanishedShare: 2}\n",
+			want:   []string{"vanishedShare"},
 		},
 		{
 			name:   "gogc below 1",

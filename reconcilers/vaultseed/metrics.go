@@ -31,6 +31,17 @@ import (
 type Metrics struct {
 	mu      sync.Mutex
 	objects map[objectKey]*objectSeries
+	// vanished are the series of each target's brake (brake.go).
+	vanished map[string]vanishedSeries
+}
+
+// vanishedSeries is what the brake's series of one target say:
+// ohmlab_vanished_paths{target}, the known paths found missing within the
+// last resync period, and ohmlab_vanished_brake_holds{target}, 1 while
+// they are too many to be created anew (alert OhmlabVaultDataLoss).
+type vanishedSeries struct {
+	paths int
+	holds bool
 }
 
 type objectKey struct{ target, namespace, name string }
@@ -81,6 +92,12 @@ var (
 	plannedFamily = family{"ohmlab_planned_changes", dto.MetricType_GAUGE,
 		"Changes a real run would make to the object's path, by action (observe-only mode).",
 		[]string{"namespace", "name", "action"}}
+	vanishedFamily = family{"ohmlab_vanished_paths", dto.MetricType_GAUGE,
+		"Paths that the target's objects wrote and that were found missing from Vault within the last resync period.",
+		[]string{"target"}}
+	brakeFamily = family{"ohmlab_vanished_brake_holds", dto.MetricType_GAUGE,
+		"1 while the target does not create its vanished paths anew: too many vanished at once (alert OhmlabVaultDataLoss), else 0.",
+		[]string{"target"}}
 )
 
 type family struct {
@@ -95,7 +112,7 @@ type family struct {
 // their series from Gather, beside reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(names{})
-	return &Metrics{objects: map[objectKey]*objectSeries{}}
+	return &Metrics{objects: map[objectKey]*objectSeries{}, vanished: map[string]vanishedSeries{}}
 }
 
 // names describes the families of Metrics to the registry, which rejects
@@ -104,7 +121,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 type names struct{}
 
 func (names) Describe(ch chan<- *prometheus.Desc) {
-	for _, f := range []family{writesFamily, lastRotationFamily, lastReconcileFamily, readyFamily, plannedFamily} {
+	for _, f := range []family{writesFamily, lastRotationFamily, lastReconcileFamily, readyFamily, plannedFamily, brakeFamily, vanishedFamily} {
 		ch <- prometheus.NewDesc(f.name, f.help, f.labels, nil)
 	}
 }
@@ -174,6 +191,27 @@ func (m *Metrics) rotatedAt(target, namespace, name string, at time.Time) {
 // wrote counts one KV data write of the object.
 func (m *Metrics) wrote(target, namespace, name string) {
 	m.update(target, namespace, name, func(s *objectSeries) { s.writes, s.hasWrites = s.writes+1, true })
+}
+
+// setVanished sets the series of the target's brake.
+func (m *Metrics) setVanished(target string, paths int, holds bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.vanished[target] = vanishedSeries{paths: paths, holds: holds}
+}
+
+// vanishedMetrics are the brake's series of every target, in target order.
+func (m *Metrics) vanishedMetrics() (paths, holds []*dto.Metric) {
+	for target, s := range m.vanished {
+		label := []*dto.LabelPair{{Name: proto.String(labelTarget), Value: proto.String(target)}}
+		paths = append(paths, &dto.Metric{Label: label, Gauge: &dto.Gauge{Value: proto.Float64(float64(s.paths))}})
+		v := 0.0
+		if s.holds {
+			v = 1
+		}
+		holds = append(holds, &dto.Metric{Label: label, Gauge: &dto.Gauge{Value: proto.Float64(v)}})
+	}
+	return paths, holds
 }
 
 // forget removes every series of a deleted object.
@@ -284,12 +322,13 @@ func (m *Metrics) Gather() ([]*dto.MetricFamily, error) {
 			}
 		}
 	}
+	vanished, holds := m.vanishedMetrics()
 	m.mu.Unlock()
 	var families []*dto.MetricFamily
 	for _, f := range []struct {
 		family
 		metrics []*dto.Metric
-	}{{writesFamily, writes}, {lastRotationFamily, rotations}, {lastReconcileFamily, last}, {readyFamily, ready}, {plannedFamily, planned}} {
+	}{{writesFamily, writes}, {lastRotationFamily, rotations}, {lastReconcileFamily, last}, {readyFamily, ready}, {plannedFamily, planned}, {brakeFamily, holds}, {vanishedFamily, vanished}} {
 		if len(f.metrics) == 0 {
 			continue
 		}

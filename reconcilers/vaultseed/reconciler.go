@@ -84,6 +84,9 @@ type Reconciler struct {
 	// Clock is the planner's clock (rotate.every, the time a rotation
 	// records); nil: time.Now. Tests move it past a period.
 	Clock func() time.Time
+	// Brake holds back the paths that vanished from Vault when many did
+	// at once (brake.go).
+	Brake Brake
 
 	// skipScopeCheck turns the reconcile-time scope check off, for the
 	// tests that show Vault refusing a tenant what the check would.
@@ -92,8 +95,9 @@ type Reconciler struct {
 	backoff    workqueue.TypedRateLimiter[types.NamespacedName]
 	dependents chan event.TypedGenericEvent[*ohmlabv1alpha1.VaultSeed]
 	// store is what the process knows of each object beyond the cache.
-	store   store
-	sources *sources
+	store    store
+	sources  *sources
+	vanished *vanishedPaths
 }
 
 // outcome is what one reconcile of a live object found and did.
@@ -274,11 +278,21 @@ func (r *Reconciler) attempt(ctx context.Context, in planner.Input, reader plann
 	if r.ObserveOnly {
 		return observeOnlyOutcome(p, o.Path), nil
 	}
+	if !p.Vanished {
+		r.vanished.back(client.ObjectKeyFromObject(in.Seed))
+	} else if out, held, err := r.brakeVanished(ctx, in); held || err != nil {
+		// Decided before anything is written: status keeps its records,
+		// so the path is still known as vanished at the next resync.
+		return out, err
+	}
 	applied, written, err := r.apply(ctx, kv, in.Seed, p, o.Path)
 	if errors.Is(err, vaultkv.ErrCASMismatch) {
 		return outcome{late: p.Late}, err
 	}
 	out := outcome{plan: &p, applied: applied, written: written, path: o.Path, late: p.Late}
+	if p.Vanished && applied && p.Data != nil {
+		r.vanished.back(client.ObjectKeyFromObject(in.Seed))
+	}
 	if err != nil {
 		// What was written before the failure is still reported.
 		b := backendOutcome(err)

@@ -69,6 +69,8 @@ func (r *Reconciler) init() {
 	r.backoff = workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](backoffBase, backoffMax)
 	r.dependents = make(chan event.TypedGenericEvent[*ohmlabv1alpha1.VaultSeed], 1024)
 	r.sources = newSources(r.ResyncPeriod, time.Now, r.keeps)
+	r.vanished = newVanishedPaths(r.Brake, r.ResyncPeriod, time.Now, func(n int, holds bool) { r.Metrics.setVanished(r.Target, n, holds) })
+	r.Metrics.setVanished(r.Target, 0, false)
 }
 
 // resync is the result of a reconcile that finished: come back when the

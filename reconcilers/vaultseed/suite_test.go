@@ -108,6 +108,8 @@ type controllerOptions struct {
 	skipScopeCheck bool
 	// clock is the planner's (Reconciler.Clock); default time.Now.
 	clock func() time.Time
+	// brake is the target's brake on vanished paths; default: its defaults.
+	brake Brake
 }
 
 // fixture is one test's controller and namespace.
@@ -120,6 +122,8 @@ type fixture struct {
 	r       *Reconciler
 	// cancel stops the manager without waiting, as a killed process stops.
 	cancel context.CancelFunc
+	// done is closed once the manager has stopped.
+	done chan struct{}
 }
 
 // startController creates a namespace for the test and runs a manager with
@@ -191,11 +195,13 @@ func startController(t testing.TB, opts controllerOptions) *fixture {
 		Tenants:      opts.tenants,
 		TenantKV:     opts.tenantKV,
 		Clock:        opts.clock,
+		Brake:        opts.brake,
 	}
 	r.skipScopeCheck = opts.skipScopeCheck
 	g.Expect(r.SetupWithManager(mgr, cmp.Or(opts.concurrency, 2))).To(Succeed())
 	f.r, f.metrics = r, r.Metrics
 	done := make(chan struct{})
+	f.done = done
 	go func() {
 		defer close(done)
 		if err := mgr.Start(ctx); err != nil {

@@ -38,7 +38,7 @@ targets:
 // wantAlerts are the alerts of the product document's "Alerts" (the chart's PrometheusRule).
 var wantAlerts = []string{
 	"OhmlabBackendErrors", "OhmlabBackendForbidden", "OhmlabCRDRevisionMismatch", "OhmlabControllerDown",
-	"OhmlabObjectNotReady", "OhmlabReconcileStale", "OhmlabWriteLoop",
+	"OhmlabObjectNotReady", "OhmlabReconcileStale", "OhmlabVaultDataLoss", "OhmlabWriteLoop",
 }
 
 // renderRules renders the chart with Helm's Go library and returns the PrometheusRule's spec,

@@ -369,6 +369,11 @@ Argument: dict "root" $ "targets" list, and "shard" name for a shard's process.
 {{- $_ := set $le "name" $v.leaderElection.name -}}
 {{- end -}}
 {{- $section := dict "namespaces" $v.namespaces "observeOnly" $v.observeOnly "allowDelete" $v.allowDelete "resyncPeriod" $v.resyncPeriod "concurrency" $v.concurrency "leaderElection" $le "backend" $backend "tenants" $v.tenants -}}
+{{- $brake := dict "vanishedShare" $v.brake.vanishedShare "minVanished" $v.brake.minVanished -}}
+{{- if $v.brake.releasedAt -}}
+{{- $_ := set $brake "releasedAt" $v.brake.releasedAt -}}
+{{- end -}}
+{{- $_ := set $section "brake" $brake -}}
 {{- if $.shard -}}
 {{- $_ := set $section "shard" $.shard -}}
 {{- end -}}
