@@ -183,7 +183,9 @@ func TestPlanComposedRefPending(t *testing.T) {
 			if err != nil {
 				t.Fatalf("plan: %v", err)
 			}
-			want := Plan{Outcome: OutcomeWait, Reason: ohmlabv1alpha1.ReasonRefPending, Message: Text(tc.want), CAS: tc.path.Version, ManagedKeys: ownedOnly(tc.path, s.managed)}
+			want := Plan{Outcome: OutcomeWait, Reason: ohmlabv1alpha1.ReasonRefPending, Message: Text(tc.want), CAS: tc.path.Version, ManagedKeys: ownedOnly(tc.path, s.managed),
+				// A path the object wrote, read absent, has vanished.
+				Vanished: !tc.path.Exists}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("plan (-want +got):\n%s", diff)
 			}
@@ -285,6 +287,13 @@ func TestPlanComposedOverAPersonsValue(t *testing.T) {
 			path: ours(9, m{"db": m{"user": "keycloak", "url": "postgres://app:typed@db:5432/app"}}),
 			refs: refs,
 			want: Plan{Outcome: OutcomeStop, Reason: ohmlabv1alpha1.ReasonInvalidSpec, Message: Text(stall), CAS: 9, ManagedKeys: managed},
+		},
+		{
+			name: "no record (an object created again, or a path made by hand) but the composition itself: in sync",
+			spec: spec{data: composedData()},
+			path: ours(2, m{"db": m{"user": "keycloak", "url": url}}),
+			refs: refs,
+			want: Plan{CAS: 2},
 		},
 		{
 			name: "a path made by hand, adopted: its value is kept",

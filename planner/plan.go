@@ -321,7 +321,7 @@ func decidePath(ctx context.Context, d Desired, o Observed, g templating.Generat
 		return Plan{}, err
 	}
 	h := heldKeys(d.Analysis, fill.Held, remaining, pending, unusable)
-	if kept := composedKept(d, current, o.Written); len(kept) > 0 {
+	if kept := composedKept(d, current, o.Written, fill.Changes); len(kept) > 0 {
 		fill.Changes = slices.DeleteFunc(fill.Changes, func(c templating.Change) bool {
 			return kept[c.Key] || kept[d.Analysis.DerivesFrom(c.Key)]
 		})
@@ -576,8 +576,9 @@ func pruneCandidates(d Desired, current map[string]any) []string {
 	return out
 }
 
-// composedKept are the composed keys whose value on the path the controller
-// may not have composed, so that a person may have typed it: it is kept.
+// composedKept are the composed keys the fill changes whose value on the
+// path the controller may not have composed, so that a person may have
+// typed it: it is kept.
 // An earlier release stored such a leaf's text as a plain value, seeded
 // once, so a value a person typed over that text since must not be taken
 // for a stale composition. A key holding the declared text is composed; a
@@ -585,11 +586,14 @@ func pruneCandidates(d Desired, current map[string]any) []string {
 // follows its sources, and so does a hand edit of a value the controller
 // composed there; any other value (over the declared text, on a path the
 // controller did not write, or whose record can no longer be read) is kept.
-func composedKept(d Desired, current map[string]any, written map[int]*vaultkv.Secret) map[string]bool {
+func composedKept(d Desired, current map[string]any, written map[int]*vaultkv.Secret, changes []templating.Change) map[string]bool {
 	var kept map[string]bool
 	h := history{written: written}
-	for k, l := range d.Analysis.Leaves {
+	for _, c := range changes {
+		k, l := c.Key, d.Analysis.Leaves[c.Key]
 		cur, present := current[k]
+		// A key that already holds its composition has no change: it is in
+		// sync, whoever wrote it.
 		if l.Kind != templating.KindCompose || !present || templating.Stringify(cur) == l.Declared() {
 			continue
 		}
