@@ -235,7 +235,11 @@ each template that includes it checks the values. Use: include ... | fromJson.
 {{- fail (printf "targets.vault.tenants.prefix: %q has a segment '%s': Vault's client cleans it away, so the prefix would name another path." $v.tenants.prefix $seg) -}}
 {{- end -}}
 {{- end -}}
+{{- $fixed := index (splitList "{namespace}" $v.tenants.prefix) 0 -}}
 {{- range $src := $v.tenants.sharedSources -}}
+{{- if or (hasPrefix $fixed $src) (hasPrefix $src $fixed) -}}
+{{- fail (printf "targets.vault.tenants.sharedSources: %q overlaps the tenants' prefix %q: a shared source must lie outside every tenant's prefix (the controller refuses to start with it)." $src $v.tenants.prefix) -}}
+{{- end -}}
 {{- range $seg := splitList "/" $src -}}
 {{- if or (eq $seg ".") (eq $seg "..") -}}
 {{- fail (printf "targets.vault.tenants.sharedSources: %q has a segment '%s': Vault's client cleans it away, so the source would name another path." $src $seg) -}}
