@@ -43,6 +43,8 @@ func TestValidateTenants(t *testing.T) {
 		stdin      string
 		wantCode   int
 		wantStdout []string
+		// wantStderr is a line standard error holds, "" for none checked.
+		wantStderr string
 	}{
 		{name: "in scope", args: []string{"--values", values},
 			stdin:    tenantSeed("team-a", "app", "  path: ohmlab/tenants/team-a/app\n  data:\n    k: \"<ref:ohmlab/shared/public/ca#pem>\"\n"),
@@ -89,6 +91,14 @@ func TestValidateTenants(t *testing.T) {
 		{name: "a platform object is judged as before", args: []string{"--values", values},
 			stdin:    tenantSeed("vault-operator-system", "app", "  path: ohmlab/platforms/production/core/keycloak\n  data:\n    k: \"<ref:ohmlab/tenants/team-a/app#k>\"\n"),
 			wantCode: exitValid},
+		{name: "an object without a namespace, and no --namespace: valid, with a warning that its scope is not checked", args: []string{"--values", values},
+			stdin:      tenantSeed("", "app", "  path: ohmlab/platforms/production/core/keycloak\n"),
+			wantCode:   exitValid,
+			wantStderr: "-:app: warning: metadata.namespace: the object names no namespace, so its tenant scope (targets.vault.tenants of --values) is not checked: pass --namespace, the namespace it is applied to"},
+		{name: "a --namespace that is no namespace name", args: []string{"--values", values, "--namespace", "TEAM-A"},
+			stdin:      tenantSeed("", "app", "  path: ohmlab/tenants/team-a/app\n"),
+			wantCode:   exitUsage,
+			wantStderr: `ohmlab validate: --namespace "TEAM-A" is not a namespace name: a lowercase RFC 1123 label`},
 		{name: "without --values no namespace is a tenant",
 			stdin:    tenantSeed("team-a", "app", "  path: ohmlab/platforms/production/core/keycloak\n"),
 			wantCode: exitValid},
@@ -105,6 +115,9 @@ func TestValidateTenants(t *testing.T) {
 			}
 			if diff := cmp.Diff(tt.wantStdout, lines); diff != "" {
 				t.Errorf("stdout (-want +got):\n%s", diff)
+			}
+			if tt.wantStderr != "" && !strings.Contains(got.Stderr, tt.wantStderr) {
+				t.Errorf("standard error lacks %q:\n%s", tt.wantStderr, got.Stderr)
 			}
 		})
 	}

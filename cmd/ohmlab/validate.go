@@ -6,11 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/ohmlab/ohmlab-controller/internal/seeds"
 	"github.com/ohmlab/ohmlab-controller/internal/tenancy"
 	"github.com/ohmlab/ohmlab-controller/internal/validate"
 	"github.com/ohmlab/ohmlab-controller/templating"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // finding is one problem or warning of one object, as --output json prints
@@ -83,12 +85,9 @@ func runValidate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, templating.PrintableKey("ohmlab validate: "+err.Error()))
 		return exitUsage
 	}
-	if *namespace != "" {
-		for _, o := range objs {
-			if o.Seed.Namespace == "" {
-				o.Seed.Namespace = *namespace
-			}
-		}
+	if err := inNamespace(objs, *namespace, tenants); err != nil {
+		fmt.Fprintln(stderr, templating.PrintableKey("ohmlab validate: "+err.Error()))
+		return exitUsage
 	}
 	rep, _ := check(objs, tenants)
 	if err := printVerdict(rep, *output, stdout, stderr); err != nil {
@@ -99,6 +98,29 @@ func runValidate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitInvalid
 	}
 	return exitValid
+}
+
+// inNamespace gives the objects that name no namespace the one of
+// --namespace, a DNS label. With tenant namespaces configured, an object
+// left without a namespace gets a warning: its tenant scope cannot be
+// checked, and a green check must not hide that.
+func inNamespace(objs []object, namespace string, tenants tenancy.Config) error {
+	if namespace != "" {
+		if msgs := validation.IsDNS1123Label(namespace); len(msgs) > 0 {
+			return fmt.Errorf("--namespace %q is not a namespace name: %s", namespace, strings.Join(msgs, "; "))
+		}
+	}
+	for i := range objs {
+		o := &objs[i]
+		if o.Seed == nil || o.Seed.Namespace != "" {
+			continue
+		}
+		o.Seed.Namespace = namespace
+		if namespace == "" && tenants.Enabled {
+			o.Warnings = append(o.Warnings, validate.Problem{Key: "metadata.namespace", Message: "the object names no namespace, so its tenant scope (targets.vault.tenants of --values) is not checked: pass --namespace, the namespace it is applied to"})
+		}
+	}
+	return nil
 }
 
 // check gives every object read its verdict, in input order: the problems
