@@ -293,7 +293,7 @@ func (an *analyser) looksLikeTemplate(key, v string) {
 	t, ok := LooksLikeTemplate(v)
 	switch {
 	case !ok:
-		if closed, err := ParseLeaf(v + ">"); err == nil && closed.Kind != KindPlain {
+		if closed, err := ParseLeaf(v + ">"); err == nil && closed.Kind != KindPlain && closed.Kind != KindCompose {
 			// The whole value is a template but for its '>': that
 			// template is named, not v's other text (there is none).
 			an.a.Warnings = append(an.a.Warnings, Problem{Key: key, Message: "is plain text, the template " + closed.Template +
@@ -308,6 +308,9 @@ func (an *analyser) looksLikeTemplate(key, v string) {
 		} else if ok {
 			an.a.Warnings = append(an.a.Warnings, Problem{Key: key, Message: "is plain text holding " + t +
 				": a template is a key's whole value, so the controller writes the text as it is; give the template a key of its own"})
+		} else if strings.Contains(v, "<ref:") {
+			an.a.Warnings = append(an.a.Warnings, Problem{Key: key, Message: "is plain text holding a <ref: that is no reference (<ref:mount/path#key.path>, " +
+				"the path " + PathRule + "): the controller writes the text as it is; fix the reference to compose its source's value into the text"})
 		}
 		return
 	case t != "":

@@ -303,6 +303,11 @@ func TestAnalyseWarnings(t *testing.T) {
 		{name: "the start of a template in other text: never the text", data: m{"b": "pre-<random:8", "c": "<random:x"}, want: []Problem{
 			warn("b", "is plain text holding the start of a template, <random…, never closed: it is stored in Vault literally, as typed, not generated; to generate a value, make the template the key's whole value and close it with '>'"),
 			warn("c", "is plain text holding the start of a template, <random…, never closed: it is stored in Vault literally, as typed, not generated; to generate a value, make the template the key's whole value and close it with '>'")}},
+		{name: "a reference in other text never closed: the start of a template, named without the text", data: m{"b": "pre-<ref:m/p#k"}, want: []Problem{
+			warn("b", "is plain text holding the start of a template, <ref…, never closed: it is stored in Vault literally, as typed, not generated; to generate a value, make the template the key's whole value and close it with '>'")}},
+		{name: "a malformed reference in other text", data: m{"b": "postgres://app:<ref:m/x//p#k>@db/app", "c": "x<ref:m/\u0445/y#k>y"}, want: []Problem{
+			warn("b", "is plain text holding a <ref: that is no reference (<ref:mount/path#key.path>, the path "+PathRule+"): the controller writes the text as it is; fix the reference to compose its source's value into the text"),
+			warn("c", "is plain text holding a <ref: that is no reference (<ref:mount/path#key.path>, the path "+PathRule+"): the controller writes the text as it is; fix the reference to compose its source's value into the text")}},
 		{name: "space before", data: m{"a": " <random:8>"}, want: []Problem{warn("a", spaced)}},
 		{name: "space after", data: m{"a": "<random:8> "}, want: []Problem{warn("a", spaced)}},
 		{name: "newline after", data: m{"a": "<random:8>\n"}, want: []Problem{warn("a", spaced)}},
