@@ -3,12 +3,10 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -21,10 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
-	"github.com/ohmlab/ohmlab-controller/charts/charttest"
-	"github.com/ohmlab/ohmlab-controller/internal/tenancy"
 	"github.com/ohmlab/ohmlab-controller/test/e2e"
-	"github.com/ohmlab/ohmlab-controller/test/harness"
 )
 
 // The tenant run (-tenants): N objects with a bcrypt hash, first in N/10
@@ -77,7 +72,8 @@ func runTenants(ctx context.Context, cfg config, out io.Writer) error {
 		return err
 	}
 	defer logFile.Close()
-	var platforms, tenants []any
+	var platforms []any
+	var tenants []string
 	for i := range groups(cfg.n) {
 		platforms, tenants = append(platforms, platformNS(i)), append(tenants, tenantNS(i))
 	}
@@ -86,13 +82,13 @@ func runTenants(ctx context.Context, cfg config, out io.Writer) error {
 	env, err := e2e.Start(ctx, e2e.Options{Dir: dir, Resync: cfg.resync, ControllerBin: cfg.controller, Log: os.Stderr, ControllerLog: logFile,
 		Values: mergeValues(map[string]any{"targets": map[string]any{"vault": map[string]any{
 			"namespaces": platforms, "leaderElection": map[string]any{"leaseDuration": "15s"},
-			"tenants": map[string]any{"enabled": true, "namespaces": tenants, "maxObjectsPerNamespace": cfg.n + 10},
+			"tenants": map[string]any{"enabled": true, "namespaces": toAny(tenants), "maxObjectsPerNamespace": cfg.n + 10},
 		}}}, cfg.values)})
 	if err != nil {
 		return err
 	}
 	defer env.Stop()
-	if err := setUpTenants(ctx, env, tenants); err != nil {
+	if err := env.SetUpTenants(ctx, tenants); err != nil {
 		return err
 	}
 	w, err := startReadyWatch(ctx, env)
@@ -118,47 +114,6 @@ func runTenants(ctx context.Context, cfg config, out io.Writer) error {
 		return err
 	}
 	r.print(out)
-	return nil
-}
-
-// setUpTenants installs the chart's tenant policy and role in Vault, bound
-// to the tenant namespaces, and each namespace's ServiceAccount, as
-// docs/users/tenants.md asks of a platform team.
-func setUpTenants(ctx context.Context, env *e2e.Env, namespaces []any) error {
-	auths, err := env.Vault.Client.Sys().ListAuthWithContext(ctx)
-	if err != nil {
-		return err
-	}
-	accessor := auths[harness.KubernetesAuthMount+"/"].Accessor
-	file := func(name string) (string, error) {
-		raw, err := os.ReadFile(filepath.Join(charttest.ChartDir(), "vault", name))
-		return strings.ReplaceAll(string(raw), "<accessor>", accessor), err
-	}
-	policy, err := file("tenant-policy.hcl")
-	if err != nil {
-		return err
-	}
-	if err := env.Vault.Client.Sys().PutPolicyWithContext(ctx, "ohmlab-tenant", policy); err != nil {
-		return err
-	}
-	raw, err := file("tenant-role.json")
-	if err != nil {
-		return err
-	}
-	var role map[string]any
-	if err := json.Unmarshal([]byte(raw), &role); err != nil {
-		return err
-	}
-	role["bound_service_account_namespaces"] = namespaces
-	defaults := tenancy.DefaultConfig()
-	if _, err := env.Vault.Client.Logical().WriteWithContext(ctx, "auth/"+harness.KubernetesAuthMount+"/role/"+defaults.Role, role); err != nil {
-		return err
-	}
-	for _, ns := range namespaces {
-		if err := env.CP.EnsureServiceAccount(ctx, ns.(string), defaults.ServiceAccount); err != nil {
-			return err
-		}
-	}
 	return nil
 }
 
@@ -409,4 +364,12 @@ func (w *readyWatch) waitAll(ctx context.Context, objs []*ohmlabv1alpha1.VaultSe
 			return ctx.Err()
 		}
 	}
+}
+
+func toAny(s []string) []any {
+	out := make([]any, len(s))
+	for i, v := range s {
+		out[i] = v
+	}
+	return out
 }
