@@ -11,7 +11,10 @@
 # -cpuprofile-creation PREFIX, -cpuprofile FILE: CPU profiles of creation
 # (the controller's, through its --pprof-bind-address, and kube-apiserver's,
 # through its /debug/pprof) and of the first resync; -admissions 0:
-# creation of the N alone, without the admission probes).
+# creation of the N alone, without the admission probes; -tenants: the
+# tenant figures instead, N objects in platform then in tenant namespaces of
+# 10, then one tenant's N objects beside probes of a platform namespace and
+# of another tenant).
 N                ?= 1000
 RESYNC_SCALE     ?= 10m
 BENCH_DIR        ?= $(CURDIR)/.bench

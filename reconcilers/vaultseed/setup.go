@@ -38,6 +38,8 @@ import (
 // (see resync) at handler.LowPriority, so new work is reconciled before any
 // resync that is merely due. Within one priority the queue is first in,
 // first out, so a resync waits at most for the work queued before it.
+// The namespaces with new work take turns at the workers (fairQueue), so
+// one namespace's burst does not hold back the objects of the others.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
@@ -56,7 +58,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 				r.store.cached(e.ObjectNew)
 			},
 		}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency, RecoverPanic: new(true), UsePriorityQueue: new(true)}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency, RecoverPanic: new(true), UsePriorityQueue: new(true),
+			NewQueue: func(name string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+				return newFairQueue(name, rl, mgr.GetLogger(), 1)
+			}}).
 		Complete(r)
 }
 

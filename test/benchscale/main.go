@@ -87,6 +87,8 @@ type config struct {
 	thisValues string
 	// values are the chart values of this run, over the benchmark's own.
 	values map[string]any
+	// tenants runs the tenant figures (tenants.go) instead.
+	tenants bool
 }
 
 // check refuses flags the run could not honour, before anything starts:
@@ -163,6 +165,7 @@ func main() {
 	flag.StringVar(&cfg.thisValues, "values", "", "Chart values (YAML) for this build's run, over today's chart, e.g. '{gogc: 30}' to measure another default.")
 	flag.BoolVar(&cfg.creationOnly, "creation-only", false, "Stop once all N objects are Ready: creation's figures only.")
 	flag.StringVar(&cfg.creationProfile, "cpuprofile-creation", "", "Write CPU profiles of the controller from the creation of the N objects until all are Ready to PREFIX-1.pprof, PREFIX-2.pprof... (10 s each; go tool pprof PREFIX-[0-9]*.pprof merges them), and the kube-apiserver's to PREFIX-apiserver-1.pprof...")
+	flag.BoolVar(&cfg.tenants, "tenants", false, "Instead: N objects in N/10 platform namespaces then in N/10 tenant namespaces (creation time, memory, logins), then one tenant creating N objects while a platform object and another tenant's object are created every 500ms (their creation to Ready).")
 	flag.StringVar(&cfg.logDir, "dir", "", "Directory for the environment's files and controller.log (default: a new temporary directory, kept).")
 	flag.Parse()
 	if err := cfg.check(); err != nil {
@@ -178,6 +181,9 @@ func main() {
 		}
 	}
 	err := func() error {
+		if cfg.tenants {
+			return runTenants(ctx, cfg, os.Stdout)
+		}
 		if cfg.baseline != "" {
 			return runBoth(ctx, cfg, os.Stdout)
 		}

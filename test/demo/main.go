@@ -1,7 +1,8 @@
 // Command demo is `make demo`: it runs the controller on loopback against a
 // real control plane and a real Vault, applies the product document's
-// keycloak example and an object that references it, shows a refusal, and
-// keeps everything running until Ctrl-C (or stops at once with -exit).
+// keycloak example, an object that references it and an object of the
+// tenant namespace team-a, shows refusals, and keeps everything running
+// until Ctrl-C (or stops at once with -exit).
 package main
 
 import (
@@ -22,16 +23,17 @@ import (
 func main() {
 	resync := flag.Duration("resync", 10*time.Minute, "The controller's resync period.")
 	exit := flag.Bool("exit", false, "Stop after the refusal instead of running until Ctrl-C.")
+	bin := flag.String("controller", filepath.Join(harness.RepoRoot(), "bin", "ohmlab-controller"), "The ohmlab-controller binary (make demo builds it there).")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *resync, *exit); err != nil {
+	if err := run(ctx, *bin, *resync, *exit); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, resync time.Duration, exit bool) error {
+func run(ctx context.Context, bin string, resync time.Duration, exit bool) error {
 	root := harness.RepoRoot()
 	dir := filepath.Join(root, ".demo")
 	if err := os.RemoveAll(dir); err != nil {
@@ -45,47 +47,27 @@ func run(ctx context.Context, resync time.Duration, exit bool) error {
 		return err
 	}
 	defer logFile.Close()
-	env, err := e2e.Start(ctx, e2e.Options{Dir: dir, Resync: resync, ControllerBin: filepath.Join(root, "bin", "ohmlab-controller"),
-		Log: os.Stdout, ControllerLog: logFile})
+	// team-a and team-b are tenant namespaces, with the chart's defaults
+	// otherwise (docs/users/tenants.md).
+	tenants := []string{e2e.TeamNamespace, "team-b"}
+	env, err := e2e.Start(ctx, e2e.Options{Dir: dir, Resync: resync, ControllerBin: bin,
+		Log: os.Stdout, ControllerLog: logFile, Values: map[string]any{"targets": map[string]any{"vault": map[string]any{
+			"tenants": map[string]any{"enabled": true, "namespaces": []any{tenants[0], tenants[1]}},
+		}}}})
 	if err != nil {
 		return err
 	}
 	defer env.Stop()
+	if err := env.SetUpTenants(ctx, tenants); err != nil {
+		return err
+	}
 	controller, err := env.StartController(ctx)
 	if err != nil {
 		return err
 	}
 	defer controller.Stop()
-
-	for _, s := range []e2e.Sample{e2e.Keycloak, e2e.Grafana} {
-		out, err := env.Apply(ctx, s)
-		fmt.Printf("==> kubectl apply -f config/samples/%s\n%s", s.File, out)
-		if err != nil {
-			return err
-		}
-	}
-	for _, s := range []e2e.Sample{e2e.Keycloak, e2e.Grafana} {
-		if err := env.WaitReady(ctx, s); err != nil {
-			return fmt.Errorf("%w\ncontroller logs:\n%s", err, controller.Logs())
-		}
-	}
-	out, err := env.Kubectl(ctx, "get", "vaultseeds", "-A")
-	fmt.Printf("==> kubectl get vaultseeds -A\n%s", out)
-	if err != nil {
+	if err := applySamples(ctx, env, controller); err != nil {
 		return err
-	}
-	fmt.Println("==> what Vault holds (values masked)")
-	for _, s := range []e2e.Sample{e2e.Keycloak, e2e.Grafana} {
-		desc, err := env.DescribePath(ctx, s.Path)
-		if err != nil {
-			return err
-		}
-		fmt.Print(desc)
-	}
-	out, err = env.Apply(ctx, e2e.Broken)
-	fmt.Printf("==> kubectl apply -f config/samples/%s (a key name with a dot)\n%s", e2e.Broken.File, out)
-	if err == nil {
-		return fmt.Errorf("the webhook admitted %s", e2e.Broken.File)
 	}
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	if err := copyFile(env.CP.Kubeconfig, kubeconfig); err != nil {
@@ -117,6 +99,49 @@ func run(ctx context.Context, resync time.Duration, exit bool) error {
 	case <-controller.Done():
 		return fmt.Errorf("ohmlab-controller exited: see %s", logFile.Name())
 	}
+}
+
+// applySamples applies the samples until Ready, shows them and what Vault
+// holds, and shows the webhook refusing a dotted key name and a tenant's
+// path outside its prefix.
+func applySamples(ctx context.Context, env *e2e.Env, controller *e2e.Controller) error {
+	samples := []e2e.Sample{e2e.Keycloak, e2e.Grafana, e2e.TeamApp}
+	for _, s := range samples {
+		out, err := env.Apply(ctx, s)
+		fmt.Printf("==> kubectl apply -f config/samples/%s\n%s", s.File, out)
+		if err != nil {
+			return err
+		}
+	}
+	for _, s := range samples {
+		if err := env.WaitReady(ctx, s); err != nil {
+			return fmt.Errorf("%w\ncontroller logs:\n%s", err, controller.Logs())
+		}
+	}
+	out, err := env.Kubectl(ctx, "get", "vaultseeds", "-A")
+	fmt.Printf("==> kubectl get vaultseeds -A\n%s", out)
+	if err != nil {
+		return err
+	}
+	fmt.Println("==> what Vault holds (values masked)")
+	for _, s := range samples {
+		desc, err := env.DescribePath(ctx, s.Path)
+		if err != nil {
+			return err
+		}
+		fmt.Print(desc)
+	}
+	for _, r := range []struct {
+		s    e2e.Sample
+		what string
+	}{{e2e.Broken, "a key name with a dot"}, {e2e.TeamEscape, "team-a's object on team-b's path"}} {
+		out, err = env.Apply(ctx, r.s)
+		fmt.Printf("==> kubectl apply -f config/samples/%s (%s)\n%s", r.s.File, r.what, out)
+		if err == nil {
+			return fmt.Errorf("the webhook admitted %s", r.s.File)
+		}
+	}
+	return nil
 }
 
 func copyFile(from, to string) error {

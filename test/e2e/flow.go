@@ -17,7 +17,15 @@ var (
 	Grafana = Sample{Name: "production-core-grafana", Path: "ohmlab/platforms/production/core/grafana", File: "production-core-grafana.yaml"}
 	// Broken has a dotted key name: the webhook refuses it.
 	Broken = Sample{Name: "production-core-broken", Path: "ohmlab/platforms/production/core/broken", File: "invalid-dotted-key.yaml"}
+	// TeamApp is an object of the tenant namespace TeamNamespace.
+	TeamApp = Sample{Name: "app", Path: "ohmlab/tenants/team-a/app", File: "team-a-app.yaml", Namespace: TeamNamespace}
+	// TeamEscape is TeamNamespace's object on another team's path: refused.
+	TeamEscape = Sample{Name: "escape", Path: "ohmlab/tenants/team-b/app", File: "team-a-escape.yaml", Namespace: TeamNamespace}
 )
+
+// TeamNamespace is the tenant namespace of the samples TeamApp and
+// TeamEscape.
+const TeamNamespace = "team-a"
 
 // BrokenRefusal is what `kubectl apply` of Broken prints of the webhook's
 // refusal (the API's Invalid status, naming the object and the key); the
@@ -27,6 +35,8 @@ const BrokenRefusal = `The VaultSeed "production-core-broken" is invalid: smtp.p
 // Sample is a VaultSeed manifest of config/samples.
 type Sample struct {
 	Name, Path, File string
+	// Namespace is the object's; "" means SeedNamespace.
+	Namespace string
 }
 
 // Manifest is the sample's file path.
@@ -41,7 +51,11 @@ func (e *Env) Apply(ctx context.Context, s Sample) (string, error) {
 
 // WaitReady waits with kubectl until the sample's Ready condition is True.
 func (e *Env) WaitReady(ctx context.Context, s Sample) error {
-	out, err := e.Kubectl(ctx, "-n", SeedNamespace, "wait", "--for=condition=Ready", "--timeout=120s", "vaultseed/"+s.Name)
+	ns := s.Namespace
+	if ns == "" {
+		ns = SeedNamespace
+	}
+	out, err := e.Kubectl(ctx, "-n", ns, "wait", "--for=condition=Ready", "--timeout=120s", "vaultseed/"+s.Name)
 	if err != nil {
 		return fmt.Errorf("waiting for %s: %v: %s", s.Name, err, out)
 	}

@@ -1,0 +1,117 @@
+package vaultseed
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/go-logr/logr"
+	"github.com/google/go-cmp/cmp"
+	. "github.com/onsi/gomega"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
+)
+
+func req(ns string, i int) reconcile.Request {
+	return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: fmt.Sprint(i)}}
+}
+
+// TestFairQueueTakesTurns: the order in which one worker gets the keys of
+// controller-runtime's priority queue behind fairQueue, with the
+// reconciler's share of 1.
+func TestFairQueueTakesTurns(t *testing.T) {
+	type add struct {
+		opts priorityqueue.AddOpts
+		keys []reconcile.Request
+	}
+	burst := func(ns string, n int) add {
+		var keys []reconcile.Request
+		for i := range n {
+			keys = append(keys, req(ns, i))
+		}
+		return add{keys: keys}
+	}
+	one := func(ns string, i int) add { return add{keys: []reconcile.Request{req(ns, i)}} }
+	low := func(a add) add { a.opts.Priority = new(handler.LowPriority); return a }
+	tests := []struct {
+		name string
+		adds []add
+		want []string
+	}{
+		{"a burst, then another namespace's key: after the burst's share",
+			[]add{burst("noisy", 6), one("quiet", 0)},
+			[]string{"noisy/0", "quiet/0", "noisy/1", "noisy/2", "noisy/3", "noisy/4", "noisy/5"}},
+		{"two bursts take turns",
+			[]add{burst("a", 5), burst("b", 5)},
+			[]string{"a/0", "b/0", "a/1", "b/1", "a/2", "b/2", "a/3", "b/3", "a/4", "b/4"}},
+		{"a key added again while held is not queued twice",
+			[]add{burst("a", 4), one("a", 3), one("a", 2)},
+			[]string{"a/0", "a/1", "a/2", "a/3"}},
+		{"the held keys of a burst still go before resyncs",
+			[]add{low(one("idle", 0)), burst("a", 4)},
+			[]string{"a/0", "a/1", "a/2", "a/3", "idle/0"}},
+		{"resyncs are not held: a low-priority burst keeps its order",
+			[]add{low(burst("a", 4)), low(one("b", 0))},
+			[]string{"a/0", "a/1", "a/2", "a/3", "b/0"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := newFairQueue("test", workqueue.DefaultTypedControllerRateLimiter[reconcile.Request](), logr.Discard(), 1)
+			defer q.ShutDown()
+			for _, a := range tt.adds {
+				q.AddWithOpts(a.opts, a.keys...)
+			}
+			var got []string
+			for range tt.want {
+				// One worker: each key is done before the next is got,
+				// and the queue's handoff has settled.
+				key, priority, _ := q.GetWithPriority()
+				if priority == overflowPriority {
+					t.Errorf("%s reported at the held priority", key)
+				}
+				got = append(got, key.String())
+				q.Done(key)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("order (-want +got):\n%s", diff)
+			}
+			if n := q.Len(); n != 0 {
+				t.Errorf("%d keys left in the queue", n)
+			}
+		})
+	}
+}
+
+// TestOneNamespacesBurstDoesNotHoldBackAnother: while one namespace's
+// objects, each with a bcrypt hash at a real cost, are being reconciled,
+// an object created after all of them in another namespace goes Ready
+// before most of them: it waits for the burst's share, not for the burst.
+func TestOneNamespacesBurstDoesNotHoldBackAnother(t *testing.T) {
+	quiet := uniqueNamespace(t) + "-q"
+	f := startController(t, controllerOptions{bcryptCost: 12, more: []string{quiet}})
+	const n = 30
+	for i := range n {
+		name := fmt.Sprintf("burst-%d", i)
+		f.create(f.seed(name, f.path(name), `{"password":"<random:24>","hash":"<bcrypt:password>"}`))
+	}
+	q := f.in(quiet)
+	q.create(q.seed("app", "ohmlab/platforms/"+quiet+"/core/app", `{"password":"<random:24>","hash":"<bcrypt:password>"}`))
+	q.waitReady("app")
+	var list ohmlabv1alpha1.VaultSeedList
+	NewWithT(t).Expect(cp.Client.List(context.Background(), &list, client.InNamespace(f.ns))).To(Succeed())
+	ready := 0
+	for _, o := range list.Items {
+		if apimeta.IsStatusConditionTrue(o.Status.Conditions, ohmlabv1alpha1.ConditionReady) {
+			ready++
+		}
+	}
+	NewWithT(t).Expect(ready).To(BeNumerically("<", n/2), "objects of the burst Ready when the other namespace's object was")
+	f.waitReady(fmt.Sprintf("burst-%d", n-1))
+}
