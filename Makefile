@@ -12,6 +12,11 @@ LDFLAGS   := -X github.com/ohmlab/ohmlab-controller/internal/buildinfo.Version=$
              -X github.com/ohmlab/ohmlab-controller/internal/buildinfo.Revision=$(REVISION)
 CONTROLLER_GEN := go tool controller-gen
 TOOLS_GOFLAGS  := -trimpath -ldflags=-s\ -w
+# The Kubernetes binaries carry their release (test/tools/k8s/go.mod's k8s.io/kubernetes), as /version and
+# the Node object show it: the chart's kubeVersion is checked against it.
+K8S_VERSION    := v1.37.2
+K8S_LDFLAGS    := -s -w -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
+                  -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37
 FUZZTIME  ?= 10s
 
 # TOOLS are the test binaries `make tools` builds; TEST_MODULES are the
@@ -98,6 +103,7 @@ TEST_GO_MODULES = $(filter test/%,$(GO_MODULES))
 verify-modules: ## Fail when the product's or hack/'s go.mod or go.sum is not what `go mod tidy` writes, or a build may rewrite them.
 	@$(call tidy-diff,$(filter-out $(TEST_GO_MODULES),$(GO_MODULES)))
 	@! grep -n -e '-mod[=]mod' $$(git ls-files Makefile 'mk/*.mk' '.ci/*') || { echo "the builds above may rewrite their go.mod: build each module as its go.mod and go.sum say" >&2; exit 1; }
+	@grep -q '^require k8s.io/kubernetes $(K8S_VERSION) ' test/tools/k8s/go.mod || { echo "K8S_VERSION ($(K8S_VERSION)) is not test/tools/k8s/go.mod's k8s.io/kubernetes: the binaries would announce another release" >&2; exit 1; }
 verify-test-modules: ## The same for the test modules (test/*): slow from an empty module cache.
 	@$(call tidy-diff,$(TEST_GO_MODULES))
 
@@ -114,9 +120,9 @@ tools: $(TOOLS) ## Build the test binaries (kube-apiserver, kubectl, etcd, vault
 
 K8S_MOD := test/tools/k8s/go.mod test/tools/k8s/go.sum
 $(BIN)/k8s/kube-apiserver: $(K8S_MOD)
-	cd test/tools/k8s && go build $(TOOLS_GOFLAGS) -o $@ k8s.io/kubernetes/cmd/kube-apiserver
+	cd test/tools/k8s && go build -trimpath -ldflags='$(K8S_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/kube-apiserver
 $(BIN)/k8s/kubectl: $(K8S_MOD)
-	cd test/tools/k8s && go build $(TOOLS_GOFLAGS) -o $@ k8s.io/kubernetes/cmd/kubectl
+	cd test/tools/k8s && go build -trimpath -ldflags='$(K8S_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/kubectl
 $(BIN)/k8s/etcd: $(K8S_MOD)
 	cd test/tools/k8s && go build $(TOOLS_GOFLAGS) -o $@ go.etcd.io/etcd/server/v3
 

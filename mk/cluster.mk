@@ -11,15 +11,11 @@ KUBE_ROUTER      := $(BIN)/k8s/kube-router
 NODE_BINS        := $(K8S_NODE_BINS) $(KUBE_ROUTER)
 TEST_MODULES     += hack/cluster
 CLUSTER_DEBS     := containerd runc containernetworking-plugins iptables conntrack ipset iproute2
-# The node binaries carry their release, as the Node object and /version show it.
-K8S_VERSION      := v1.37.2
-NODE_LDFLAGS     := -s -w -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
-                    -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37
 
 # go build leaves an up-to-date binary untouched: touch it, or make would ask go again every time.
 # (K8S_MOD is defined after the mk/ files are included: name the files here.)
 $(K8S_NODE_BINS): $(BIN)/k8s/%: test/tools/k8s/go.mod test/tools/k8s/go.sum
-	cd test/tools/k8s && go build -trimpath -ldflags='$(NODE_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/$*
+	cd test/tools/k8s && go build -trimpath -ldflags='$(K8S_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/$*
 	@touch $@
 
 $(KUBE_ROUTER): test/tools/kube-router/go.mod test/tools/kube-router/go.sum
