@@ -1,22 +1,16 @@
 package vaultseed
 
 import (
-	"context"
 	"fmt"
 	"testing"
 
 	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
-	. "github.com/onsi/gomega"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-
-	ohmlabv1alpha1 "github.com/ohmlab/ohmlab-controller/api/v1alpha1"
 )
 
 func req(ns string, i int) reconcile.Request {
@@ -87,31 +81,4 @@ func TestFairQueueTakesTurns(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestOneNamespacesBurstDoesNotHoldBackAnother: while one namespace's
-// objects, each with a bcrypt hash at a real cost, are being reconciled,
-// an object created after all of them in another namespace goes Ready
-// before most of them: it waits for the burst's share, not for the burst.
-func TestOneNamespacesBurstDoesNotHoldBackAnother(t *testing.T) {
-	quiet := uniqueNamespace(t) + "-q"
-	f := startController(t, controllerOptions{bcryptCost: 12, more: []string{quiet}})
-	const n = 30
-	for i := range n {
-		name := fmt.Sprintf("burst-%d", i)
-		f.create(f.seed(name, f.path(name), `{"password":"<random:24>","hash":"<bcrypt:password>"}`))
-	}
-	q := f.in(quiet)
-	q.create(q.seed("app", "ohmlab/platforms/"+quiet+"/core/app", `{"password":"<random:24>","hash":"<bcrypt:password>"}`))
-	q.waitReady("app")
-	var list ohmlabv1alpha1.VaultSeedList
-	NewWithT(t).Expect(cp.Client.List(context.Background(), &list, client.InNamespace(f.ns))).To(Succeed())
-	ready := 0
-	for _, o := range list.Items {
-		if apimeta.IsStatusConditionTrue(o.Status.Conditions, ohmlabv1alpha1.ConditionReady) {
-			ready++
-		}
-	}
-	NewWithT(t).Expect(ready).To(BeNumerically("<", n/2), "objects of the burst Ready when the other namespace's object was")
-	f.waitReady(fmt.Sprintf("burst-%d", n-1))
 }
