@@ -206,19 +206,26 @@ func run(ctx context.Context, cfg config) (report, error) {
 	return r, err
 }
 
-// measure runs the benchmark and fills the report.
-func (r *report) measure(ctx context.Context, cfg config) error {
+// runLog is the run's directory (cfg.logDir, or a new one named after
+// prefix) and the controller's log file in it.
+func runLog(cfg config, prefix string) (string, *os.File, error) {
 	dir := cfg.logDir
 	if dir == "" {
 		var err error
-		if dir, err = os.MkdirTemp("", "ohmlab-bench-scale-"); err != nil {
-			return err
+		if dir, err = os.MkdirTemp("", prefix); err != nil {
+			return "", nil, err
 		}
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
+		return "", nil, err
 	}
 	logFile, err := os.Create(filepath.Join(dir, "controller.log"))
+	return dir, logFile, err
+}
+
+// measure runs the benchmark and fills the report.
+func (r *report) measure(ctx context.Context, cfg config) error {
+	dir, logFile, err := runLog(cfg, "ohmlab-bench-scale-")
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -57,17 +56,7 @@ func tenantNS(i int) string   { return fmt.Sprintf("t-%03d", i) }
 
 // runTenants is the tenant run.
 func runTenants(ctx context.Context, cfg config, out io.Writer) error {
-	dir := cfg.logDir
-	if dir == "" {
-		var err error
-		if dir, err = os.MkdirTemp("", "ohmlab-bench-tenants-"); err != nil {
-			return err
-		}
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	logFile, err := os.Create(filepath.Join(dir, "controller.log"))
+	dir, logFile, err := runLog(cfg, "ohmlab-bench-tenants-")
 	if err != nil {
 		return err
 	}
