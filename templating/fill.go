@@ -469,7 +469,7 @@ func (f *filler) fillBcrypt(k string, l Leaf, cur any, present bool) error {
 	case f.checked(k, Stringify(cur), src):
 		return nil
 	default:
-		ok, err := f.g.Cache.matches(f.ctx, Slot{Object: f.in.Object, Key: k}, Stringify(cur), src, f.g.Slots)
+		ok, err := f.g.Cache.matches(f.ctx, Slot{Object: f.in.Object, Key: k}, Stringify(cur), src, f.g.seat())
 		if err != nil || ok {
 			return err
 		}

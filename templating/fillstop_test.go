@@ -57,7 +57,7 @@ func TestFillStops(t *testing.T) {
 func TestFillStopsWaitingForASlot(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		slots := NewBcryptSlots(1)
-		slots.c <- struct{}{} // every slot taken
+		_ = slots.acquire(t.Context(), "other") // every slot taken
 		g := fillGenerator()
 		g.Slots = slots
 		a := Analyse(Object{Name: "n", Path: "m/p", Data: map[string]any{"pw": "s", "h": "<bcrypt:pw>"}})
@@ -74,6 +74,6 @@ func TestFillStopsWaitingForASlot(t *testing.T) {
 		if !errors.As(err, &stopped) || stopped.Key != "h" {
 			t.Fatalf("Fill: %v, want a StoppedError before h", err)
 		}
-		<-slots.c
+		slots.release()
 	})
 }

@@ -53,47 +53,16 @@ type Generator struct {
 	// Slots, when set, bounds the bcrypt hashes and compares that run at
 	// once, across every Generator sharing it. May be nil (no bound).
 	Slots *BcryptSlots
+	// Turn names whose hashes and compares these are (the object's
+	// namespace) when they wait for a slot: waiting computations of
+	// different turns take the free slots in turn.
+	Turn string
 	// VaultPassword asks Vault's password policy of that name for a new
 	// password (<vault-password:policy>); its error names no value. A dry
 	// Generator makes [DryVaultPassword] without asking; without it, a
 	// vault-password fails to generate: this package never reaches Vault
 	// itself.
 	VaultPassword func(ctx context.Context, policy string) (string, error)
-}
-
-// BcryptSlots bounds how many bcrypt hashes and compares run at once in a
-// process: each takes a core for tens of milliseconds, so more at once than
-// cores only share the cores, and delay the reconciles that have no bcrypt
-// to do. Make it with [NewBcryptSlots]; a nil *BcryptSlots bounds nothing.
-type BcryptSlots struct {
-	c chan struct{}
-}
-
-// NewBcryptSlots returns a bound of n bcrypt computations at once (at least
-// one).
-func NewBcryptSlots(n int) *BcryptSlots {
-	return &BcryptSlots{c: make(chan struct{}, max(n, 1))}
-}
-
-// run runs f in a slot, waiting for one. It returns ctx's error, without
-// running f, when ctx ends first: a computation already running cannot be
-// stopped, so the context is checked before it starts.
-func (s *BcryptSlots) run(ctx context.Context, f func()) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if s == nil {
-		f()
-		return nil
-	}
-	select {
-	case s.c <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	defer func() { <-s.c }()
-	f()
-	return nil
 }
 
 // DryBcrypt is what a dry [Generator.Bcrypt] returns: not a bcrypt hash, so
@@ -225,7 +194,7 @@ func (g Generator) bcrypt(ctx context.Context, src string) (string, error) {
 	}
 	var h []byte
 	var err error
-	if err := g.Slots.run(ctx, func() { h, err = bcrypt.GenerateFromPassword([]byte(src), cost) }); err != nil {
+	if err := g.Slots.run(ctx, g.Turn, func() { h, err = bcrypt.GenerateFromPassword([]byte(src), cost) }); err != nil {
 		return "", err
 	}
 	if err != nil {
@@ -247,7 +216,7 @@ func (g Generator) bcrypt(ctx context.Context, src string) (string, error) {
 func (g Generator) Matches(at Slot, l Leaf, stored, source string) bool {
 	switch l.Kind {
 	case KindBcrypt:
-		ok, _ := g.Cache.matches(context.Background(), at, stored, source, g.Slots)
+		ok, _ := g.Cache.matches(context.Background(), at, stored, source, g.seat())
 		return ok
 	}
 	if isPublic(l.Kind) {
@@ -259,12 +228,12 @@ func (g Generator) Matches(at Slot, l Leaf, stored, source string) bool {
 
 // bcryptMatches is bcrypt.CompareHashAndPassword, refusing sources bcrypt
 // would truncate; ctx's error when ctx ends before the compare starts.
-func bcryptMatches(ctx context.Context, hash, source string, slots *BcryptSlots) (bool, error) {
+func bcryptMatches(ctx context.Context, hash, source string, at seat) (bool, error) {
 	if len(source) > MaxBcryptInput {
 		return false, nil
 	}
 	var err error
-	if err := slots.run(ctx, func() { err = bcrypt.CompareHashAndPassword([]byte(hash), []byte(source)) }); err != nil {
+	if err := at.slots.run(ctx, at.turn, func() { err = bcrypt.CompareHashAndPassword([]byte(hash), []byte(source)) }); err != nil {
 		return false, err
 	}
 	return err == nil, nil

@@ -353,7 +353,7 @@ func TestBcryptSlotsBoundBcrypt(t *testing.T) {
 		"compare": func() { g.Matches(Slot{}, Leaf{Kind: KindBcrypt}, hash, "source") },
 	} {
 		t.Run(name, func(t *testing.T) {
-			slots.c <- struct{}{} // every slot taken
+			_ = slots.acquire(t.Context(), "other") // every slot taken
 			done := make(chan struct{})
 			go func() {
 				work()
@@ -364,7 +364,7 @@ func TestBcryptSlotsBoundBcrypt(t *testing.T) {
 				t.Fatal("ran while every slot was taken")
 			case <-time.After(100 * time.Millisecond):
 			}
-			<-slots.c
+			slots.release()
 			<-done
 		})
 	}

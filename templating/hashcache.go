@@ -63,18 +63,18 @@ func NewHashCache(rand io.Reader) *HashCache {
 // compared at most once in the life of the process). Mismatches are not
 // remembered. A source over 72 bytes never matches.
 func (c *HashCache) Matches(at Slot, hash, source string) bool {
-	ok, _ := c.matches(context.Background(), at, hash, source, nil)
+	ok, _ := c.matches(context.Background(), at, hash, source, seat{})
 	return ok
 }
 
-// matches is Matches with its bcrypt compare run in one of slots; ctx's
+// matches is Matches with its bcrypt compare run in a slot of wait; ctx's
 // error when ctx ends before a compare it needs starts.
-func (c *HashCache) matches(ctx context.Context, at Slot, hash, source string, slots *BcryptSlots) (bool, error) {
+func (c *HashCache) matches(ctx context.Context, at Slot, hash, source string, wait seat) (bool, error) {
 	if c == nil {
-		return bcryptMatches(ctx, hash, source, slots)
+		return bcryptMatches(ctx, hash, source, wait)
 	}
 	if c.key == nil {
-		return c.compare(ctx, hash, source, slots)
+		return c.compare(ctx, hash, source, wait)
 	}
 	d := c.digest(hash, source)
 	c.mu.Lock()
@@ -85,7 +85,7 @@ func (c *HashCache) matches(ctx context.Context, at Slot, hash, source string, s
 	if ok {
 		return true, nil
 	}
-	if ok, err := c.compare(ctx, hash, source, slots); !ok || err != nil {
+	if ok, err := c.compare(ctx, hash, source, wait); !ok || err != nil {
 		return false, err
 	}
 	c.store(at, d)
@@ -93,8 +93,8 @@ func (c *HashCache) matches(ctx context.Context, at Slot, hash, source string, s
 }
 
 // compare is bcryptMatches, counted when bcrypt runs.
-func (c *HashCache) compare(ctx context.Context, hash, source string, slots *BcryptSlots) (bool, error) {
-	ok, err := bcryptMatches(ctx, hash, source, slots)
+func (c *HashCache) compare(ctx context.Context, hash, source string, wait seat) (bool, error) {
+	ok, err := bcryptMatches(ctx, hash, source, wait)
 	if err == nil && len(source) <= MaxBcryptInput {
 		c.compares.Add(1)
 	}
