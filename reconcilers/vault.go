@@ -285,7 +285,7 @@ func (cfg VaultConfig) NewManager(ctx context.Context, p Process) (manager.Manag
 	r := &vaultseed.Reconciler{
 		Client:       mgr.GetClient(),
 		KV:           kv,
-		Generator:    templating.Generator{Rand: rand.Reader, Cache: templating.NewHashCache(rand.Reader), Slots: bcryptSlots, VaultPassword: kv.GeneratePassword},
+		Generator:    templating.Generator{Rand: rand.Reader, Cache: templating.NewHashCache(rand.Reader), Slots: bcryptSlots},
 		Recorder:     mgr.GetEventRecorder("ohmlab-controller-vault"),
 		Metrics:      metrics,
 		Target:       "vault",

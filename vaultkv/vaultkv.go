@@ -90,6 +90,9 @@ type KV interface {
 	// there first, in CustomMetadata). When the path has a version, it
 	// reads it as Read does, a second request.
 	ReadNew(ctx context.Context, path string) (*Secret, error)
+	// GeneratePassword asks Vault's password policy named policy for a
+	// new password, as this client's identity (<vault-password:policy>).
+	GeneratePassword(ctx context.Context, policy string) (string, error)
 	// Write replaces the path's whole data tree with check-and-set: cas is
 	// the version read (0: the path must have no version). It returns the
 	// new version and its created_time, or an error of class ErrCASMismatch when the path's

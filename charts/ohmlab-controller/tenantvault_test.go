@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -75,6 +76,10 @@ func TestTenantVaultSide(t *testing.T) {
 	if _, err := v.Client.Logical().WriteWithContext(ctx, "ohmlab/data/shared/public/ca", map[string]any{"data": map[string]any{"pem": "x"}}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := v.Client.Logical().WriteWithContext(ctx, "sys/policies/password/"+testPasswordPolicy, map[string]any{"policy": `length = 20
+rule "charset" { charset = "abcdefghijklmnopqrstuvwxyz0123456789" }`}); err != nil {
+		t.Fatal(err)
+	}
 	login := func(namespace, sa, audience, role string) (vaultkv.KV, error) {
 		t.Helper()
 		jwt, err := cp.ServiceAccountToken(ctx, namespace, sa, audience, 10*time.Minute)
@@ -97,7 +102,7 @@ func TestTenantVaultSide(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Run("every call of the controller under its own prefix", func(t *testing.T) {
-		for _, c := range vaultCalls {
+		for _, c := range append(slices.Clone(vaultCalls), generateCall) {
 			if err := c.do(ctx, teamA, "ohmlab/tenants/team-a/app"); err != nil {
 				t.Fatalf("%s: %v", c.name, err)
 			}

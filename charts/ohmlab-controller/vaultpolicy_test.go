@@ -63,9 +63,9 @@ var vaultCalls = []vaultCall{
 
 // generateCall asks the password policy testPasswordPolicy, as a
 // <vault-password:> key does (the reconciler's generation, between the read
-// and the writes). Not among vaultCalls: a tenant's identity is not given it.
+// and the writes). Not among vaultCalls, which run on KV paths.
 var generateCall = vaultCall{"generate a password (<vault-password:>)", func(ctx context.Context, kv vaultkv.KV, _ string) error {
-	_, err := kv.(*vaultkv.Client).GeneratePassword(ctx, testPasswordPolicy)
+	_, err := kv.GeneratePassword(ctx, testPasswordPolicy)
 	return err
 }}
 

@@ -253,7 +253,7 @@ func (r *Reconciler) attempt(ctx context.Context, in planner.Input, reader plann
 		out.path = o.Path
 		return out, nil
 	}
-	p, err := r.decide(ctx, in, o)
+	p, err := r.decide(ctx, in, o, kv)
 	var stopped *templating.StoppedError
 	var backend *vaultkv.Error
 	switch {
@@ -307,10 +307,14 @@ func (r *Reconciler) attempt(ctx context.Context, in planner.Input, reader plann
 }
 
 // decide plans, leaving the writes that follow value generation a quarter
-// of the reconcile's time.
-func (r *Reconciler) decide(ctx context.Context, in planner.Input, o planner.Observed) (planner.Plan, error) {
+// of the reconcile's time. Its bcrypt work waits its namespace's turn, and
+// Vault's password policies are asked with kv, the object's own Vault
+// identity.
+func (r *Reconciler) decide(ctx context.Context, in planner.Input, o planner.Observed, kv vaultkv.KV) (planner.Plan, error) {
 	gen := r.Generator
 	gen.Dry = r.ObserveOnly
+	gen.Turn = in.Seed.Namespace
+	gen.VaultPassword = kv.GeneratePassword
 	if end, ok := ctx.Deadline(); ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, end.Add(-r.Timeout/4))

@@ -31,17 +31,23 @@ func tenantNamespaces(t *testing.T) (a, b, platform string) {
 // tenant role): Vault's audit log shows every request on a tenant's prefix
 // or the shared source made by that tenant's login, none by the
 // controller's own token, which writes the platform namespace's object as
-// before. One login per tenant, however many objects and reconciles.
+// before; a tenant's <vault-password:> too is asked with its own login.
+// One login per tenant, however many objects and reconciles.
 func TestTenantObjectsUnderTheirOwnIdentity(t *testing.T) {
 	nsA, nsB, platform := tenantNamespaces(t)
 	env := setUpTenants(t, []string{nsA, nsB}, 0, nil)
 	shared := sharedSource + nsA + "/ca"
 	handWrite(t, shared, map[string]any{"pem": "shared-ca"})
+	policy := nsA + "-db"
+	if _, err := vault.Client.Logical().Write("sys/policies/password/"+policy, map[string]any{"policy": rulePolicy}); err != nil {
+		t.Fatal(err)
+	}
+	generate := "sys/policies/password/" + policy + "/generate"
 	f := startTenants(t, env, platform, controllerOptions{})
 
 	for _, ns := range []string{nsA, nsB} {
 		tf, prefix := f.in(ns), env.cfg.PrefixOf(ns)
-		tf.create(tf.seed("db", prefix+"db", `{"user":"app","password":"<random:16>"}`))
+		tf.create(tf.seed("db", prefix+"db", `{"user":"app","password":"<random:16>","admin":"<vault-password:`+policy+`>"}`))
 		tf.create(tf.seed("app", prefix+"app", `{"password":"<random:24>","ca":"<ref:`+shared+`#pem>","db":"<ref:`+prefix+`db#password>"}`))
 		tf.create(tf.seed("more", prefix+"more", `{"token":"<random:32>"}`))
 	}
@@ -57,6 +63,7 @@ func TestTenantObjectsUnderTheirOwnIdentity(t *testing.T) {
 	p.waitReady("core")
 	g := NewWithT(t)
 	g.Expect(readPath(t, env.cfg.PrefixOf(nsA)+"app").Data).To(HaveKeyWithValue("ca", "shared-ca"))
+	g.Expect(followsRulePolicy(readPath(t, env.cfg.PrefixOf(nsA)+"db").Data["admin"])).To(BeTrue(), "admin follows the Vault password policy")
 
 	want := map[string]int{nsA: 1, nsB: 1}
 	if diff := cmp.Diff(want, env.kv.Logins()); diff != "" {
@@ -70,6 +77,10 @@ func TestTenantObjectsUnderTheirOwnIdentity(t *testing.T) {
 		switch {
 		case e.Namespace != "":
 			seen[e.Namespace]++
+			if e.Path == generate {
+				seen[e.Namespace+" generate"]++
+				continue
+			}
 			if !underPrefix(e.Path, env.cfg.PrefixOf(e.Namespace)) && !underPrefix(e.Path, sharedSource) {
 				t.Errorf("%s's login made %s %s", e.Namespace, e.Operation, e.Path)
 			}
@@ -85,7 +96,7 @@ func TestTenantObjectsUnderTheirOwnIdentity(t *testing.T) {
 			t.Errorf("%s %s by policies %v", e.Operation, e.Path, e.Policies)
 		}
 	}
-	for _, who := range []string{nsA, nsB, "controller"} {
+	for _, who := range []string{nsA, nsB, "controller", nsA + " generate", nsB + " generate"} {
 		g.Expect(seen).To(HaveKey(who), "no request by %s in the audit log", who)
 	}
 }

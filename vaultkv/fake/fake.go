@@ -133,6 +133,19 @@ func invalid(op, path string, err error) error {
 	return &vaultkv.Error{Op: op, Path: path, Class: vaultkv.ClassInvalid, Reason: err.Error()}
 }
 
+// GeneratePassword implements vaultkv.KV: this Vault has no password
+// policy, so every name is ClassNotFound, as Vault answers for a policy it
+// does not have.
+func (f *KV) GeneratePassword(_ context.Context, policy string) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	path := "sys/policies/password/" + policy + "/generate"
+	if err := f.begin(vaultkv.OpGenerate); err != nil {
+		return "", err
+	}
+	return "", &vaultkv.Error{Op: vaultkv.OpGenerate, Path: path, Class: vaultkv.ClassNotFound, Status: http.StatusNotFound, Reason: "policy does not exist"}
+}
+
 // Read implements vaultkv.KV.
 func (f *KV) Read(_ context.Context, path string) (*vaultkv.Secret, error) {
 	return f.read(path, 0)

@@ -236,3 +236,16 @@ func TestCreatedTime(t *testing.T) {
 		t.Fatalf("ReadVersion(1) = %+v, %v; want the new life's version 1", v1, err)
 	}
 }
+
+// The fake has no password policy: every name is NotFound, in Vault's words.
+func TestGeneratePasswordNotFound(t *testing.T) {
+	f := New()
+	p, err := f.GeneratePassword(context.Background(), "app-db")
+	var e *vaultkv.Error
+	if p != "" || !errors.Is(err, vaultkv.ErrNotFound) || !errors.As(err, &e) || e.Op != vaultkv.OpGenerate {
+		t.Fatalf("GeneratePassword = %q, %v; want ErrNotFound of op %s", p, err, vaultkv.OpGenerate)
+	}
+	if n := f.Calls(vaultkv.OpGenerate); n != 1 {
+		t.Errorf("%d calls counted, want 1", n)
+	}
+}

@@ -12,7 +12,9 @@
 # The capabilities are the controller's own on its prefix (policy.hcl says which call needs
 # each), plus read on each shared source of targets.vault.tenants.sharedSources (here
 # ohmlab/shared/public/): a tenant's <ref:> copies from there, and writes nothing there. With
-# targets.vault.tenants.allowDelete, add tenant-policy-allow-delete.hcl.
+# targets.vault.tenants.allowDelete, add tenant-policy-allow-delete.hcl. A tenant's
+# <vault-password:policy> asks Vault's password policy with the tenant's own login: the last
+# stanza only generates, for any policy name, as in policy.hcl; it reads no path.
 
 path "ohmlab/data/tenants/{{identity.entity.aliases.<accessor>.metadata.service_account_namespace}}/*" {
   capabilities = ["read", "update"]
@@ -23,5 +25,9 @@ path "ohmlab/metadata/tenants/{{identity.entity.aliases.<accessor>.metadata.serv
 }
 
 path "ohmlab/data/shared/public/*" {
+  capabilities = ["read"]
+}
+
+path "sys/policies/password/+/generate" {
   capabilities = ["read"]
 }
