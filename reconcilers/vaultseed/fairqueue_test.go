@@ -82,3 +82,34 @@ func TestFairQueueTakesTurns(t *testing.T) {
 		})
 	}
 }
+
+// TestFairQueueRaisedKeyWaitsItsTurn: a held key raised when a worker takes
+// its namespace's waiting key goes behind the keys queued before the
+// raise, not at its first add's place: a namespace's key added while a
+// burst is being worked waits for one of the burst's keys, not for all of
+// them. controller-runtime's priority queue gives a key whose priority is
+// raised a new place in line; fairQueue relies on it.
+func TestFairQueueRaisedKeyWaitsItsTurn(t *testing.T) {
+	q := newFairQueue("test", workqueue.DefaultTypedControllerRateLimiter[reconcile.Request](), logr.Discard(), 1)
+	defer q.ShutDown()
+	var keys []reconcile.Request
+	for i := range 4 {
+		keys = append(keys, req("noisy", i))
+	}
+	q.AddWithOpts(priorityqueue.AddOpts{}, keys...)
+	var got []string
+	get := func() {
+		key, _, _ := q.GetWithPriority()
+		got = append(got, key.String())
+		q.Done(key)
+	}
+	get() // noisy/0; noisy/1 is raised
+	q.Add(req("quiet", 0))
+	for range 4 {
+		get()
+	}
+	want := []string{"noisy/0", "noisy/1", "quiet/0", "noisy/2", "noisy/3"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("order (-want +got):\n%s", diff)
+	}
+}
