@@ -15,7 +15,9 @@ import (
 // not by its thousand. Make it with [NewBcryptSlots]; a nil *BcryptSlots
 // bounds nothing.
 type BcryptSlots struct {
-	mu   sync.Mutex
+	mu sync.Mutex
+	// free is the slots nobody holds: 0 while any computation waits, as a
+	// release hands its slot to a waiter.
 	free int
 	// turns are the turns with computations waiting, the next to be
 	// served first; waiting holds each one's, oldest first. A waiter is
@@ -61,7 +63,7 @@ func (s *BcryptSlots) run(ctx context.Context, turn string, f func()) error {
 // release hands over when turn's waiter is served.
 func (s *BcryptSlots) acquire(ctx context.Context, turn string) error {
 	s.mu.Lock()
-	if s.free > 0 && len(s.turns) == 0 {
+	if s.free > 0 {
 		s.free--
 		s.mu.Unlock()
 		return nil
