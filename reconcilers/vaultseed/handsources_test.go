@@ -82,18 +82,19 @@ func TestRefPendingOnAHandManagedSourceGoesReadyAtItsNextRetry(t *testing.T) {
 }
 
 // recordOps records, from now on, the Vault operations of the controller on
-// path, in order; the function returned reads them.
+// path, in the order they returned (a write recorded has been answered);
+// the function returned reads them.
 func recordOps(f *fixture, path string) func() []string {
 	var mu sync.Mutex
 	var ops []string
-	f.kv.setBefore(func(op, p string) {
+	f.kv.setAfter(func(op, p string) {
 		if p == path {
 			mu.Lock()
 			ops = append(ops, op)
 			mu.Unlock()
 		}
 	})
-	f.t.Cleanup(func() { f.kv.setBefore(nil) })
+	f.t.Cleanup(func() { f.kv.setAfter(nil) })
 	return func() []string {
 		mu.Lock()
 		defer mu.Unlock()

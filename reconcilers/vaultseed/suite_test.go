@@ -375,25 +375,39 @@ func (f *fixture) emitted() string {
 	return b.String()
 }
 
-// spyKV counts the operations of a KV and can run a hook before each.
+// spyKV counts the operations of a KV and can run a hook before each and
+// one after each.
 type spyKV struct {
 	vaultkv.KV
-	mu     sync.Mutex
-	counts map[string]int
-	before func(op, path string)
+	mu            sync.Mutex
+	counts        map[string]int
+	before, after func(op, path string)
 }
 
-func (s *spyKV) count(op, path string) {
+// count counts op and runs the before hook; the function it returns runs
+// the after hook, once the operation has returned.
+func (s *spyKV) count(op, path string) func() {
 	s.mu.Lock()
 	if s.counts == nil {
 		s.counts = map[string]int{}
 	}
 	s.counts[op]++
-	hook := s.before
+	before, after := s.before, s.after
 	s.mu.Unlock()
-	if hook != nil {
-		hook(op, path)
+	if before != nil {
+		before(op, path)
 	}
+	return func() {
+		if after != nil {
+			after(op, path)
+		}
+	}
+}
+
+func (s *spyKV) setAfter(hook func(op, path string)) {
+	s.mu.Lock()
+	s.after = hook
+	s.mu.Unlock()
 }
 
 func (s *spyKV) setBefore(hook func(op, path string)) {
@@ -414,38 +428,38 @@ func (s *spyKV) Counts() map[string]int {
 }
 
 func (s *spyKV) Read(ctx context.Context, path string) (*vaultkv.Secret, error) {
-	s.count("read", path)
+	defer s.count("read", path)()
 	return s.KV.Read(ctx, path)
 }
 
 // ReadNew counts as a read: for a new path it is one request, as Read.
 func (s *spyKV) ReadNew(ctx context.Context, path string) (*vaultkv.Secret, error) {
-	s.count("read", path)
+	defer s.count("read", path)()
 	return s.KV.ReadNew(ctx, path)
 }
 
 func (s *spyKV) ReadVersion(ctx context.Context, path string, version int) (*vaultkv.Secret, error) {
-	s.count("read-version", path)
+	defer s.count("read-version", path)()
 	return s.KV.ReadVersion(ctx, path, version)
 }
 
 func (s *spyKV) Write(ctx context.Context, path string, data map[string]any, cas int) (vaultkv.Written, error) {
-	s.count("write", path)
+	defer s.count("write", path)()
 	return s.KV.Write(ctx, path, data, cas)
 }
 
 func (s *spyKV) Mark(ctx context.Context, path string, md map[string]string) error {
-	s.count("mark", path)
+	defer s.count("mark", path)()
 	return s.KV.Mark(ctx, path, md)
 }
 
 func (s *spyKV) MarkNew(ctx context.Context, path string, md map[string]string) error {
-	s.count("mark", path)
+	defer s.count("mark", path)()
 	return s.KV.MarkNew(ctx, path, md)
 }
 
 func (s *spyKV) Delete(ctx context.Context, path string) error {
-	s.count("delete", path)
+	defer s.count("delete", path)()
 	return s.KV.Delete(ctx, path)
 }
 
