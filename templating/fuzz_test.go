@@ -25,7 +25,7 @@ func FuzzParseLeaf(f *testing.F) {
 		"<ref:m/../p#k>", "<ref:m/p q#k>", "<ref:m/p%2F#k>", " <random:8>", "<uuid>\n", "< random:8 >",
 		"pre-<random:8>", "<random:8", "<uuid<hex:2>", "<RANDOM:12>", "<Hex:3>", "<ref:noslash>", "<AGE:x>",
 		"<password:24>", "<password:2>", "<password:4:upper,lower,digit,symbol>", "<password:8:symbol=!#,:>",
-		"<password:8:symbol=>", "<password:8:symbol=aa>", "<password:8:upper,upper>", "<password:8:>", "<Password:8>",
+		"<password:8:symbol=>", "<password:8:symbol=aa>", "<password:8:symbol=>>", "<password:8:symbol=<>", "<password:8:upper,upper>", "<password:8:>", "<Password:8>",
 		"<password:4096:digit>", "<password:3:symbol,symbol=!>", "<vault-password:app>", "<vault-password:a/b>",
 		"<vault-password:>", "<vault-password>", "<Vault-Password:x>",
 	} {

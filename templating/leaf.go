@@ -213,7 +213,7 @@ func TokenProblem(token string) []string {
 // "Templates").
 //
 // A string is template-shaped when it starts with "<", ends with ">", holds
-// no other "<" or ">", and its name (the text before the first ":", or all
+// no other "<" or ">" (but in a <password:> symbol= list), and its name (the text before the first ":", or all
 // of it) is a letter followed by letters, digits, "-" or "_". Any other
 // string that holds a well-formed <ref:...> is a composed value
 // ([parseComposed]); the rest, including "" and strings with text around
@@ -328,7 +328,7 @@ func templateShape(s string) (name, args string, hasArgs, shaped bool) {
 		return "", "", false, false
 	}
 	inner := s[1 : len(s)-1]
-	if strings.ContainsAny(inner, "<>") {
+	if strings.ContainsAny(inner, "<>") && !passwordWithSymbols(s) {
 		return "", "", false, false
 	}
 	name, args, hasArgs = strings.Cut(inner, ":")
@@ -362,6 +362,14 @@ func LooksLikeTemplate(s string) (template string, ok bool) {
 		return "", true
 	}
 	return t, true
+}
+
+// passwordWithSymbols reports whether s is a <password:N:classes> whose
+// symbol= list holds '<' or '>': one template, refused by the rule of
+// symbols, never text written as it is in place of a generated password.
+func passwordWithSymbols(s string) bool {
+	rest, ok := strings.CutPrefix(s, "<password:")
+	return ok && strings.Contains(rest, "symbol=")
 }
 
 // EmbeddedTemplate reports whether the plain string s holds a template

@@ -52,6 +52,12 @@ func TestParsePassword(t *testing.T) {
 		{in: "<password:8:symbol=!!>", wantErr: errPasswordSymbols},
 		{in: "<password:8:symbol=! >", wantErr: errPasswordSymbols},
 		{in: "<password:8:symbol=!a>", wantErr: errPasswordSymbols},
+		// '<' and '>' are refused symbols, not the end of a template
+		// whose text would be written as the password.
+		{in: "<password:8:symbol=>>", wantErr: errPasswordSymbols},
+		{in: "<password:8:symbol=<>", wantErr: errPasswordSymbols},
+		{in: "<password:12:symbol=!<>", wantErr: errPasswordSymbols},
+		{in: "<password:12:lower,symbol=!<>>", wantErr: errPasswordSymbols},
 		{in: "<password:8:symbol=!1>", wantErr: errPasswordSymbols},
 		{in: "<password:8:symbol=é>", wantErr: errPasswordSymbols},
 		{in: "<password:8:symbol=\t>", wantErr: errPasswordSymbols},
