@@ -5,9 +5,9 @@
 # service_account_namespace}} at each request with the namespace of the ServiceAccount that logged
 # in, taken from the token the API server signed, so a login for team-a reaches
 # ohmlab/tenants/team-a/ and nothing of team-b, whatever the controller asks. Replace <accessor>
-# with the accessor of the Kubernetes auth mount (vault auth list: "auth_kubernetes_..."), and
-# "ohmlab/.../tenants/" with the prefix of targets.vault.tenants.prefix ({namespace} is the
-# template) if you changed it.
+# with the accessor of the Kubernetes auth mount (vault auth list: "auth_kubernetes_..."), and the
+# "ohmlab" mount and "tenants/" of the paths below with those of targets.vault.tenants.prefix
+# ({namespace} is the template) if you changed it.
 #
 # The capabilities are the controller's own on its prefix (policy.hcl says which call needs
 # each), plus read on each shared source of targets.vault.tenants.sharedSources (here
