@@ -33,6 +33,12 @@ func readTenants(name string) (tenancy.Config, error) {
 	if err := yaml.Unmarshal(data, &file); err != nil {
 		return cfg, fmt.Errorf("--values %s: %w", name, err)
 	}
+	// An empty file (a failed `helm get values > values.yaml`) would turn
+	// the scope check off without a word.
+	var doc map[string]any
+	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc) == 0 {
+		return cfg, fmt.Errorf("--values %s: holds no values: give the chart's values (helm get values --all RELEASE)", name)
+	}
 	if len(file.Targets.Vault.Tenants) > 0 && string(file.Targets.Vault.Tenants) != "null" {
 		if err := yaml.UnmarshalStrict(file.Targets.Vault.Tenants, &cfg); err != nil {
 			return cfg, fmt.Errorf("--values %s: targets.vault.tenants: %w", name, err)

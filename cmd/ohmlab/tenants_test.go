@@ -133,6 +133,8 @@ func TestValidateBadValues(t *testing.T) {
 			want: `ohmlab validate: --values VALUES: targets.vault.tenants.prefix: "ohmlab/tenants/" must be <mount>/.../{namespace}/`},
 		{name: "an unknown key", values: "targets:\n  vault:\n    tenants: {enabled: true, namespaces: [team-a], role2: x}\n",
 			want: `ohmlab validate: --values VALUES: targets.vault.tenants: error unmarshaling JSON: while decoding JSON: json: unknown field "role2"`},
+		{name: "an empty file", values: "# nothing\n",
+			want: `ohmlab validate: --values VALUES: holds no values: give the chart's values (helm get values --all RELEASE)`},
 		{name: "a tenant also a platform namespace", values: "targets:\n  vault:\n    namespaces: [team-a]\n    tenants: {enabled: true, namespaces: [team-a]}\n",
 			want: `ohmlab validate: --values VALUES: targets.vault.tenants.namespaces[0]: "team-a" is also in targets.vault.namespaces`},
 	}
