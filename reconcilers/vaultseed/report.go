@@ -90,14 +90,17 @@ func (r *Reconciler) statusRecords(seed *ohmlabv1alpha1.VaultSeed, out outcome, 
 // transition).
 func (r *Reconciler) emit(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, out outcome) {
 	if l := out.late; l != nil {
-		r.reportWrite(seed, l.Plan, l.Version)
+		// Its own action: the events API folds events of one object, reason
+		// and action into one series that keeps the first note, and this
+		// reconcile's own write may have the same reason.
+		r.reportWrite(seed, l.Plan, l.Version, "ReportLateWrite")
 		ctrl.LoggerFrom(ctx).Info("an unreported write had landed", "path", seed.Spec.Path, "version", l.Version, "changes", l.Plan.Summary())
 		r.notifyDependents(ctx, seed.Spec.Path)
 	}
 	if p := out.plan; p != nil && out.applied {
 		switch {
 		case p.Data != nil:
-			r.reportWrite(seed, *p, out.written.Version)
+			r.reportWrite(seed, *p, out.written.Version, "Write")
 		case !p.Empty():
 			r.event(seed, corev1.EventTypeNormal, p.EventReason(), "Write", p.WriteNote(out.written.Version))
 		}
@@ -115,10 +118,10 @@ func (r *Reconciler) emit(ctx context.Context, seed *ohmlabv1alpha1.VaultSeed, o
 	ctrl.LoggerFrom(ctx).Info("the object is not ready", "path", seed.Spec.Path, "reason", out.Reason, "message", out.Message.Capped(planner.MaxConditionMessage))
 }
 
-// reportWrite is the event and the write metric of a data write.
-func (r *Reconciler) reportWrite(seed *ohmlabv1alpha1.VaultSeed, p planner.Plan, version int) {
+// reportWrite is the event (of action) and the write metric of a data write.
+func (r *Reconciler) reportWrite(seed *ohmlabv1alpha1.VaultSeed, p planner.Plan, version int, action string) {
 	r.Metrics.wrote(r.Target, seed.Namespace, seed.Name)
-	r.event(seed, corev1.EventTypeNormal, p.EventReason(), "Write", p.WriteNote(version))
+	r.event(seed, corev1.EventTypeNormal, p.EventReason(), action, p.WriteNote(version))
 }
 
 // event records an event regarding seed, its note capped to what the API
