@@ -15,11 +15,11 @@ CLUSTER_DEBS     := containerd runc containernetworking-plugins iptables conntra
 # go build leaves an up-to-date binary untouched: touch it, or make would ask go again every time.
 # (K8S_MOD is defined after the mk/ files are included: name the files here.)
 $(K8S_NODE_BINS): $(BIN)/k8s/%: test/tools/k8s/go.mod test/tools/k8s/go.sum
-	cd test/tools/k8s && go build -trimpath -ldflags='$(K8S_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/$*
+	cd test/tools/k8s && go build -ldflags='$(K8S_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/$*
 	@touch $@
 
 $(KUBE_ROUTER): test/tools/kube-router/go.mod test/tools/kube-router/go.sum
-	cd test/tools/kube-router && go build -trimpath -ldflags='-s -w' -o $@ github.com/cloudnativelabs/kube-router/v2/cmd/kube-router
+	cd test/tools/kube-router && go build $(TOOLS_GOFLAGS) -o $@ github.com/cloudnativelabs/kube-router/v2/cmd/kube-router
 	@touch $@
 
 .PHONY: node-bins

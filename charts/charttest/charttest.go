@@ -10,7 +10,6 @@ package charttest
 import (
 	"fmt"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -22,6 +21,8 @@ import (
 	"helm.sh/helm/v3/pkg/releaseutil"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"github.com/ohmlab/ohmlab-controller/test/repo"
 )
 
 const (
@@ -42,17 +43,11 @@ const (
 
 // ChartDir is the absolute path of charts/ohmlab-controller.
 func ChartDir() string {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		panic("charttest: cannot locate the chart directory")
-	}
-	return filepath.Join(filepath.Dir(file), "..", "ohmlab-controller")
+	return filepath.Join(RepoRoot(), "charts", "ohmlab-controller")
 }
 
 // RepoRoot is the absolute path of the repository (the module root).
-func RepoRoot() string {
-	return filepath.Join(ChartDir(), "..", "..")
-}
+func RepoRoot() string { return repo.MustRoot() }
 
 // Options of a render. The zero value renders like Render.
 type Options struct {

@@ -10,17 +10,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
+
+	"github.com/ohmlab/ohmlab-controller/test/repo"
 )
 
 // RepoRoot returns the absolute path of the repository root.
-func RepoRoot() string {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		panic("harness: cannot locate its own source file")
-	}
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
+func RepoRoot() string { return repo.MustRoot() }
 
 // Bin returns the path of a tool built by `make tools` (for example "vault"
 // or "k8s/kubectl"), or an error naming the make command that builds it.
