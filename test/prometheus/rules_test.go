@@ -1,5 +1,5 @@
 // Package prometheus tests the chart's alerts with Prometheus' own rule engine (`promtool test
-// rules`, built into bin/ by test/tools/prometheus) and checks that every metric and label the
+// rules`, built into bin/ from this module by make tools) and checks that every metric and label the
 // alerts, their tests and the Grafana dashboard use is one the controller serves: the names
 // come from a real scrape of /metrics that test/e2e records (testdata/metrics.yaml).
 //
