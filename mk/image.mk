@@ -49,10 +49,11 @@ verify: verify-version verify-image
 verify-image: ## go vet the image build program (its own module, outside go vet ./...).
 	go -C $(CURDIR)/hack/image vet ./...
 
-$(BIN)/cosign: test/tools/cosign/go.mod test/tools/cosign/go.sum
-	cd test/tools/cosign && go build $(TOOLS_GOFLAGS) -o $@ github.com/sigstore/cosign/v3/cmd/cosign
+# cosign is built in Kyverno's module, whose graph holds cosign's: the packages they share compile once.
+$(BIN)/cosign: test/tools/kyverno/go.mod test/tools/kyverno/go.sum
+	cd test/tools/kyverno && go build $(TOOLS_GOFLAGS) -o $@ github.com/sigstore/cosign/v3/cmd/cosign
 
 # Kyverno's CLI, whose engine hack/image's TestKyvernoAdmitsOnlyTheSignedImage runs on the chart
 # README's verify-images policy. Its module repeats Kyverno's replace of pod-security-admission.
-$(BIN)/kyverno: test/tools/kyverno/go.mod test/tools/kyverno/go.sum
+$(BIN)/kyverno: test/tools/kyverno/go.mod test/tools/kyverno/go.sum | $(BIN)/cosign
 	cd test/tools/kyverno && go build $(TOOLS_GOFLAGS) -o $@ github.com/kyverno/kyverno/cmd/cli/kubectl-kyverno

@@ -98,7 +98,7 @@ func makeSign(t *testing.T, c cosignRun, host, dist, flags string) {
 	t.Helper()
 	// -o: make sign's prerequisite bin/cosign is the tool toolBin found
 	// (bin/ may be shared), never rebuilt here when a checkout's
-	// test/tools/cosign/go.mod is newer than it.
+	// test/tools/kyverno/go.mod is newer than it.
 	sign := exec.Command("make", "--no-print-directory", "-C", repoRoot(t), "-o", filepath.Join(repoRoot(t), "bin", "cosign"), "sign",
 		"REGISTRY="+host, "DIST="+dist, "COSIGN_KEY="+filepath.Join(c.dir, "cosign.key"), "COSIGN_FLAGS="+flags)
 	sign.Env = c.env
