@@ -7,5 +7,5 @@ TEST_MODULES += test/certmanager
 ##@ cert-manager
 
 .PHONY: test-certmanager
-test-certmanager: $(BIN)/k8s/kube-apiserver $(BIN)/k8s/etcd $(BIN)/k8s/kubectl $(BIN)/vault ## Run the cert-manager webhook certificate test.
+test-certmanager: $(BIN)/k8s/kube-apiserver $(BIN)/k8s/etcd $(BIN)/k8s/kubectl $(VAULT) ## Run the cert-manager webhook certificate test.
 	cd test/certmanager && go test -count=1 -timeout $(TEST_TIMEOUT) ./...

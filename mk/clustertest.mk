@@ -14,7 +14,7 @@ CLUSTER_DIAL_IMAGE   := ohmlab.fr/test/dial:v1
 .PHONY: test-cluster
 # A test of the working tree, not a release: uncommitted work is built too (no provenance then).
 test-cluster: IMAGE_ALLOW_DIRTY = 1
-test-cluster: $(BIN)/k8s/kubectl $(BIN)/vault $(BIN)/cosign image cluster-deps $(NODE_BINS) $(CLUSTER) ## Build the image, bring the node up, make chart to an in-process registry, helm install it from there and check the deployed product, take the node down.
+test-cluster: $(BIN)/k8s/kubectl $(VAULT) $(BIN)/cosign image cluster-deps $(NODE_BINS) $(CLUSTER) ## Build the image, bring the node up, make chart to an in-process registry, helm install it from there and check the deployed product, take the node down.
 	@# The test binary, and hack/chart that it runs (make chart), are compiled before the node is up
 	@# (the one node of the machine is held only while the test runs). A failed up takes itself down;
 	@# an up refused because a node is up already must not take that one down: the down trap is set

@@ -50,9 +50,13 @@ func StartVault(ctx context.Context, nodeExec []string, ip string) (*Vault, erro
 	if err != nil {
 		return nil, err
 	}
+	plugins, err := harness.VaultPluginDir()
+	if err != nil {
+		return nil, err
+	}
 	listen := net.JoinHostPort(ip, strconv.Itoa(VaultPort))
 	args := append(append([]string{}, nodeExec[1:]...), bin, "server", "-dev",
-		"-dev-root-token-id="+harness.VaultRootToken, "-dev-listen-address="+listen, "-dev-no-store-token")
+		"-dev-root-token-id="+harness.VaultRootToken, "-dev-listen-address="+listen, "-dev-no-store-token", "-dev-plugin-dir="+plugins)
 	cmd := exec.Command(nodeExec[0], args...)
 	// Its own process group, killed with the test binary if that dies.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

@@ -50,6 +50,9 @@ func (v *Vault) EnableKubernetesAuth(ctx context.Context, cp *ControlPlane) erro
 	if err != nil {
 		return err
 	}
+	if err := registerKubernetesPlugin(ctx, v.Client); err != nil {
+		return err
+	}
 	if err := v.Client.Sys().EnableAuthWithOptions(KubernetesAuthMount, &vaultapi.EnableAuthOptions{Type: "kubernetes"}); err != nil {
 		return fmt.Errorf("enabling kubernetes auth: %w", err)
 	}

@@ -79,8 +79,12 @@ func (v *Vault) start() error {
 	if err != nil {
 		return err
 	}
+	plugins, err := VaultPluginDir()
+	if err != nil {
+		return err
+	}
 	cmd := exec.Command(bin, "server", "-dev",
-		"-dev-root-token-id="+VaultRootToken,
+		"-dev-root-token-id="+VaultRootToken, "-dev-plugin-dir="+plugins,
 		"-dev-listen-address=127.0.0.1:"+strconv.Itoa(v.port),
 		"-dev-no-store-token")
 	// Its own process group, killed with the test binary if that dies.

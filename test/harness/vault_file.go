@@ -12,10 +12,10 @@ import (
 	vaultapi "github.com/hashicorp/vault/api"
 )
 
-// FileVault is a `vault server -config` on 127.0.0.1 with file storage in a
-// directory: unlike the dev server it keeps its data, tokens and auth
-// configuration across Stop and Start, and starts sealed, as a production
-// server does. It is initialised with one unseal key, unsealed, and has the
+// FileVault is a `vault server -config` on 127.0.0.1 whose storage lives in
+// files of a directory (Vault's integrated storage, Raft, one node): unlike
+// the dev server it keeps its data, tokens and auth configuration across
+// Stop and Start, and starts sealed, as a production server does. It is initialised with one unseal key, unsealed, and has the
 // KV v2 mount VaultMount. Its embedded Vault's Client holds the root token;
 // Seal and Unseal work as for the dev server.
 type FileVault struct {
@@ -23,7 +23,7 @@ type FileVault struct {
 	dir string
 }
 
-// StartFileVault initialises and unseals a file-storage server whose
+// StartFileVault initialises and unseals a server whose
 // storage and configuration live under dir (t.TempDir() in a test). Call
 // Stop when done; the directory is left to its owner.
 func StartFileVault(dir string) (*FileVault, error) {
@@ -33,17 +33,30 @@ func StartFileVault(dir string) (*FileVault, error) {
 	}
 	f := &FileVault{Vault: &Vault{Addr: fmt.Sprintf("http://127.0.0.1:%d", port), port: port}, dir: dir}
 	f.Vault.restart = f.restart
-	config := fmt.Sprintf(`storage "file" {
-  path = %q
+	plugins, err := VaultPluginDir()
+	if err != nil {
+		return nil, err
+	}
+	data := filepath.Join(dir, "data")
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		return nil, err
+	}
+	config := fmt.Sprintf(`storage "raft" {
+  path    = %q
+  node_id = "vault-0"
+  # Raft's production timings: the one node leads a moment after unseal.
+  performance_multiplier = 1
 }
+cluster_addr     = "http://127.0.0.1:%d"
 listener "tcp" {
   address     = "127.0.0.1:%d"
   tls_disable = true
 }
-api_addr      = %q
-disable_mlock = true
-ui            = false
-`, filepath.Join(dir, "data"), port, f.Addr)
+api_addr         = %q
+disable_mlock    = true
+ui               = false
+plugin_directory = %q
+`, data, port+1, port, f.Addr, plugins)
 	if err := os.WriteFile(f.configFile(), []byte(config), 0o600); err != nil {
 		return nil, err
 	}
@@ -57,7 +70,10 @@ ui            = false
 	if err := f.Start(); err != nil {
 		return nil, err
 	}
+	// Initialising bootstraps the Raft cluster: longer than a request's timeout on a loaded machine.
+	f.Client.SetClientTimeout(time.Minute)
 	init, err := f.Client.Sys().Init(&vaultapi.InitRequest{SecretShares: 1, SecretThreshold: 1})
+	f.Client.SetClientTimeout(cfg.Timeout)
 	if err != nil {
 		f.Stop()
 		return nil, fmt.Errorf("initialising vault: %w", err)
@@ -129,8 +145,8 @@ func (f *FileVault) Start() error {
 	}
 }
 
-// Unseal unseals the server and waits until it serves requests (a
-// non-HA server becomes active a moment after the last key).
+// Unseal unseals the server and waits until it serves requests (the one
+// Raft node becomes leader, and so active, a moment after the last key).
 func (f *FileVault) Unseal() error {
 	if err := f.Vault.Unseal(); err != nil {
 		return err

@@ -519,4 +519,7 @@ replace (
 	github.com/ma314smith/signedxml v1.1.1 => github.com/moov-io/signedxml v1.1.1
 )
 
-tool github.com/hashicorp/vault
+tool (
+	github.com/hashicorp/vault
+	github.com/hashicorp/vault-plugin-auth-kubernetes/cmd/vault-plugin-auth-kubernetes
+)
