@@ -122,14 +122,19 @@ endef
 
 ##@ Test tools (built once into bin/, from the Go module proxy)
 .PHONY: tools
-tools: $(TOOLS) ## Build the test binaries (kube-apiserver, kubectl, etcd, vault, and those of mk/*.mk).
+# TOOLS_JOBS tools build at once: a build of one tool leaves a core idle while it links or compiles a
+# package everything else waits on. The tools that share packages (one module's) build one after the
+# other (order-only prerequisites below), so that no package compiles twice at the same time.
+TOOLS_JOBS ?= 2
+tools: ## Build the test binaries (kube-apiserver, kubectl, etcd, vault, and those of mk/*.mk).
+	@$(MAKE) --no-print-directory -j$(TOOLS_JOBS) $(TOOLS)
 
 K8S_MOD := test/tools/k8s/go.mod test/tools/k8s/go.sum
 $(BIN)/k8s/kube-apiserver: $(K8S_MOD)
 	cd test/tools/k8s && go build -ldflags='$(K8S_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/kube-apiserver
-$(BIN)/k8s/kubectl: $(K8S_MOD)
+$(BIN)/k8s/kubectl: $(K8S_MOD) | $(BIN)/k8s/kube-apiserver
 	cd test/tools/k8s && go build -ldflags='$(K8S_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/kubectl
-$(BIN)/k8s/etcd: $(K8S_MOD)
+$(BIN)/k8s/etcd: $(K8S_MOD) | $(BIN)/k8s/kubectl
 	cd test/tools/k8s && go build $(TOOLS_GOFLAGS) -o $@ go.etcd.io/etcd/server/v3
 
 # Vault is BUSL-licensed: built for the tests only, never shipped. The minimal build tag is Vault's
@@ -139,7 +144,7 @@ $(BIN)/k8s/etcd: $(K8S_MOD)
 VAULT_MOD := test/tools/vault/go.mod test/tools/vault/go.sum
 $(BIN)/vault: $(VAULT_MOD)
 	cd test/tools/vault && go build $(TOOLS_GOFLAGS) -tags minimal -o $@ github.com/hashicorp/vault
-$(BIN)/vault-plugins/kubernetes: $(VAULT_MOD)
+$(BIN)/vault-plugins/kubernetes: $(VAULT_MOD) | $(BIN)/vault
 	cd test/tools/vault && go build $(TOOLS_GOFLAGS) -o $@ github.com/hashicorp/vault-plugin-auth-kubernetes/cmd/vault-plugin-auth-kubernetes
 
 ##@ Demo
