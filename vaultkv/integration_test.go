@@ -230,7 +230,10 @@ func TestIntegrationCheckAndSet(t *testing.T) {
 func TestIntegrationWritesOverMaxWriteBytesAreRefused(t *testing.T) {
 	ctx := context.Background()
 	v := harness.VaultForTest(t)
-	c := rootClient(t, record(t), v)
+	// Bodies of tens of MiB: the test clients' timeout, sized for small
+	// requests, can end one on a loaded machine before Vault answers.
+	c := newClient(t, record(t), vaultkv.Config{Address: v.Addr, Timeout: time.Minute,
+		Auth: vaultkv.AuthConfig{Method: vaultkv.MethodToken, Token: harness.VaultRootToken}})
 	values := func(n int) map[string]any {
 		const keys = 256 // Vault also bounds the length of one JSON string
 		data := map[string]any{}
