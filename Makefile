@@ -59,9 +59,17 @@ build: ## Build bin/ohmlab and bin/ohmlab-controller.
 # TEST_TIMEOUT bounds each test binary: above go test's default 10m, which the real-server suites
 # (test/e2e, test/faults) come near on a loaded 2-core machine; under CI's own limit.
 TEST_TIMEOUT ?= 30m
+# The test modules compile and run while the main module's tests do: those mostly wait on their
+# servers, leaving the cores to the modules' compiles. The modules' output is printed after the main
+# module's, each module's as one block; make test fails when either does.
 test: tools ## Run every test against real servers (builds the tools first).
-	go test -count=1 -timeout $(TEST_TIMEOUT) ./...
-	@for m in $(TEST_MODULES); do echo "go test ($$m)"; (cd $$m && go test -count=1 -timeout $(TEST_TIMEOUT) ./...) || exit 1; done
+	@log=$$(mktemp); trap 'rm -f "$$log"' EXIT; \
+	( for m in $(TEST_MODULES); do echo "go test ($$m)"; (cd $$m && go test -count=1 -timeout $(TEST_TIMEOUT) ./...) || exit 1; done ) > "$$log" 2>&1 & \
+	modules=$$!; \
+	echo "go test -count=1 -timeout $(TEST_TIMEOUT) ./..."; \
+	main=0; go test -count=1 -timeout $(TEST_TIMEOUT) ./... || main=$$?; \
+	rc=0; wait $$modules || rc=$$?; cat "$$log"; \
+	test $$main = 0 && test $$rc = 0
 
 .PHONY: fuzz
 # Go 1.26's fuzz coordinator can fail a target with a bare "context deadline exceeded" when -fuzztime
