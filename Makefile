@@ -13,9 +13,11 @@ LDFLAGS   := -X github.com/ohmlab/ohmlab-controller/internal/buildinfo.Version=$
 CONTROLLER_GEN := go tool controller-gen
 # Every build and test here has the image's configuration: no cgo, -trimpath. Go's build cache keys a
 # compiled package by its flags, so the tests, the test tools and the image then compile each package
-# they share once (docs/maintainers/testing.md, "How long the tests take").
-export CGO_ENABLED := 0
-export GOFLAGS     := $(strip -trimpath $(filter-out -trimpath,$(shell go env GOFLAGS)))
+# they share once (docs/maintainers/testing.md, "The test commands").
+# A GOFLAGS of the environment or the command line is kept, -trimpath added; CGO_ENABLED=1 in the
+# environment (which -race needs) builds apart from that cache.
+export CGO_ENABLED ?= 0
+export override GOFLAGS := $(strip -trimpath $(filter-out -trimpath,$(if $(GOFLAGS),$(GOFLAGS),$(shell go env GOFLAGS))))
 TOOLS_GOFLAGS  := -ldflags=-s\ -w
 # The Kubernetes binaries carry their release (test/tools/k8s/go.mod's k8s.io/kubernetes), as /version and
 # the Node object show it: the chart's kubeVersion is checked against it.
@@ -60,15 +62,17 @@ build: ## Build bin/ohmlab and bin/ohmlab-controller.
 # (test/e2e, test/faults) come near on a loaded 2-core machine; under CI's own limit.
 TEST_TIMEOUT ?= 30m
 # The test modules compile and run while the main module's tests do: those mostly wait on their
-# servers, leaving the cores to the modules' compiles. The modules' output is printed after the main
-# module's, each module's as one block; make test fails when either does.
+# servers, leaving the cores to the modules' compiles. Each module's output is printed as one block
+# when it is done; every module runs, and make test fails when the main module or any module does.
 test: tools ## Run every test against real servers (builds the tools first).
-	@log=$$(mktemp); trap 'rm -f "$$log"' EXIT; \
-	( for m in $(TEST_MODULES); do echo "go test ($$m)"; (cd $$m && go test -count=1 -timeout $(TEST_TIMEOUT) ./...) || exit 1; done ) > "$$log" 2>&1 & \
+	@( failed=; for m in $(TEST_MODULES); do \
+	    out=$$(cd $$m && go test -count=1 -timeout $(TEST_TIMEOUT) ./... 2>&1) || failed="$$failed $$m"; \
+	    printf 'go test (%s)\n%s\n' "$$m" "$$out"; \
+	  done; test -z "$$failed" || { echo "FAIL: the test modules$$failed"; exit 1; } ) & \
 	modules=$$!; \
 	echo "go test -count=1 -timeout $(TEST_TIMEOUT) ./..."; \
-	main=0; go test -count=1 -timeout $(TEST_TIMEOUT) ./... || main=$$?; \
-	rc=0; wait $$modules || rc=$$?; cat "$$log"; \
+	main=0; go test -count=1 -timeout $(TEST_TIMEOUT) ./... || { main=$$?; echo "FAIL: the main module"; }; \
+	rc=0; wait $$modules || rc=$$?; \
 	test $$main = 0 && test $$rc = 0
 
 .PHONY: fuzz
@@ -130,19 +134,26 @@ endef
 
 ##@ Test tools (built once into bin/, from the Go module proxy)
 .PHONY: tools
-# TOOLS_JOBS tools build at once: a build of one tool leaves a core idle while it links or compiles a
-# package everything else waits on. The tools that share packages (one module's) build one after the
-# other (order-only prerequisites below), so that no package compiles twice at the same time.
+# TOOLS_JOBS tools build at once (unless make was given its own -j): a build of one tool leaves a core
+# idle while it links or compiles a package everything else waits on. In that make, the tools that
+# share packages (one module's) build one after the other (TOOLS_IN_TURN's order-only prerequisites),
+# so that no package compiles twice at the same time; each one's output is printed when it is done.
 TOOLS_JOBS ?= 2
 tools: ## Build the test binaries (kube-apiserver, kubectl, etcd, vault, and those of mk/*.mk).
-	@$(MAKE) --no-print-directory -j$(TOOLS_JOBS) $(TOOLS)
+	@$(MAKE) --no-print-directory --output-sync=target $(if $(findstring jobserver,$(MAKEFLAGS)),,-j$(TOOLS_JOBS)) TOOLS_IN_TURN=1 $(TOOLS)
+ifdef TOOLS_IN_TURN
+$(BIN)/k8s/kubectl: | $(BIN)/k8s/kube-apiserver
+$(BIN)/k8s/etcd: | $(BIN)/k8s/kubectl
+$(BIN)/vault-plugins/kubernetes: | $(BIN)/vault
+$(BIN)/kyverno: | $(BIN)/cosign
+endif
 
 K8S_MOD := test/tools/k8s/go.mod test/tools/k8s/go.sum
 $(BIN)/k8s/kube-apiserver: $(K8S_MOD)
 	cd test/tools/k8s && go build -ldflags='$(K8S_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/kube-apiserver
-$(BIN)/k8s/kubectl: $(K8S_MOD) | $(BIN)/k8s/kube-apiserver
+$(BIN)/k8s/kubectl: $(K8S_MOD)
 	cd test/tools/k8s && go build -ldflags='$(K8S_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/kubectl
-$(BIN)/k8s/etcd: $(K8S_MOD) | $(BIN)/k8s/kubectl
+$(BIN)/k8s/etcd: $(K8S_MOD)
 	cd test/tools/k8s && go build $(TOOLS_GOFLAGS) -o $@ go.etcd.io/etcd/server/v3
 
 # Vault is BUSL-licensed: built for the tests only, never shipped. The minimal build tag is Vault's
@@ -152,7 +163,7 @@ $(BIN)/k8s/etcd: $(K8S_MOD) | $(BIN)/k8s/kubectl
 VAULT_MOD := test/tools/vault/go.mod test/tools/vault/go.sum
 $(BIN)/vault: $(VAULT_MOD)
 	cd test/tools/vault && go build $(TOOLS_GOFLAGS) -tags minimal -o $@ github.com/hashicorp/vault
-$(BIN)/vault-plugins/kubernetes: $(VAULT_MOD) | $(BIN)/vault
+$(BIN)/vault-plugins/kubernetes: $(VAULT_MOD)
 	cd test/tools/vault && go build $(TOOLS_GOFLAGS) -o $@ github.com/hashicorp/vault-plugin-auth-kubernetes/cmd/vault-plugin-auth-kubernetes
 
 ##@ Demo

@@ -14,7 +14,7 @@ CLUSTER_DEBS     := containerd runc containernetworking-plugins iptables conntra
 
 # go build leaves an up-to-date binary untouched: touch it, or make would ask go again every time.
 # (K8S_MOD is defined after the mk/ files are included: name the files here.)
-$(K8S_NODE_BINS): $(BIN)/k8s/%: test/tools/k8s/go.mod test/tools/k8s/go.sum | $(BIN)/k8s/kube-apiserver
+$(K8S_NODE_BINS): $(BIN)/k8s/%: test/tools/k8s/go.mod test/tools/k8s/go.sum
 	cd test/tools/k8s && go build -ldflags='$(K8S_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/$*
 	@touch $@
 

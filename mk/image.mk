@@ -55,5 +55,5 @@ $(BIN)/cosign: test/tools/kyverno/go.mod test/tools/kyverno/go.sum
 
 # Kyverno's CLI, whose engine hack/image's TestKyvernoAdmitsOnlyTheSignedImage runs on the chart
 # README's verify-images policy. Its module repeats Kyverno's replace of pod-security-admission.
-$(BIN)/kyverno: test/tools/kyverno/go.mod test/tools/kyverno/go.sum | $(BIN)/cosign
+$(BIN)/kyverno: test/tools/kyverno/go.mod test/tools/kyverno/go.sum
 	cd test/tools/kyverno && go build $(TOOLS_GOFLAGS) -o $@ github.com/kyverno/kyverno/cmd/cli/kubectl-kyverno
