@@ -1,9 +1,10 @@
 // Builds Kyverno's CLI, which hack/image's policy test runs to evaluate the
 // chart README's verify-images policy with Kyverno's own engine, and cosign,
-// which the image tests sign and verify with (mk/image.mk). One module for
-// both: Kyverno's graph holds cosign's, so their sigstore and cloud
-// packages are compiled once. Kept apart from the main module: Kyverno's
-// dependency graph is huge.
+// which the image tests sign and verify with (mk/image.mk), at the version
+// Kyverno pins. One module for both: Kyverno's graph holds cosign's, so
+// their sigstore and cloud packages are compiled once, and Kyverno's build
+// list stays its own. Kept apart from the main module: Kyverno's dependency
+// graph is huge.
 module github.com/ohmlab/ohmlab-controller/test/tools/kyverno
 
 go 1.26.6
@@ -302,7 +303,7 @@ require (
 	github.com/sergi/go-diff v1.4.0 // indirect
 	github.com/shibumi/go-pathspec v1.3.0 // indirect
 	github.com/shopspring/decimal v1.4.0 // indirect
-	github.com/sigstore/cosign/v3 v3.1.3 // indirect
+	github.com/sigstore/cosign/v3 v3.1.2 // indirect
 	github.com/sigstore/fulcio v1.8.8 // indirect
 	github.com/sigstore/k8s-manifest-sigstore v0.5.5-0.20251214123302-4152ec03ed3d // indirect
 	github.com/sigstore/protobuf-specs v0.5.1 // indirect
