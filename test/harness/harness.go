@@ -20,7 +20,11 @@ func RepoRoot() string { return repo.MustRoot() }
 // Bin returns the path of a tool built by `make tools` (for example "vault"
 // or "k8s/kubectl"), or an error naming the make command that builds it.
 func Bin(name string) (string, error) {
-	p := filepath.Join(RepoRoot(), "bin", name)
+	root, err := repo.Root()
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(root, "bin", name)
 	if _, err := os.Stat(p); err != nil {
 		return "", fmt.Errorf("%s is missing: run `make tools` at the repository root to build it", p)
 	}

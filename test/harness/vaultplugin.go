@@ -29,7 +29,14 @@ func VaultPluginDir() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return filepath.EvalSymlinks(filepath.Dir(p))
+	dir, err := filepath.EvalSymlinks(filepath.Dir(p))
+	if err != nil {
+		return "", err
+	}
+	if target, err := filepath.EvalSymlinks(p); err != nil || filepath.Dir(target) != dir {
+		return "", fmt.Errorf("%s leads out of its directory (%s): Vault runs only a plugin inside its plugin directory; link the directory, not the file, or run `make tools`", p, target)
+	}
+	return dir, nil
 }
 
 // registerKubernetesPlugin adds the Kubernetes auth plugin of
