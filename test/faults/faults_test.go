@@ -9,7 +9,7 @@
 // controller writes among them, must all survive.
 //
 // The parts are real: the built controller (two processes sharing the
-// Lease, replaced when they exit), a Vault with file storage behind
+// Lease, replaced when they exit), a Vault with on-disk storage behind
 // harness.KVProxy, whose hooks inject each fault at the chosen KV v2
 // request, and envtest's kube-apiserver and etcd. The kube-apiserver is
 // killed and started again with the same command line (same etcd,
@@ -162,7 +162,7 @@ func recoverAfter(fn func() error) <-chan error {
 }
 
 // suite is one environment shared by every case: a control plane, a
-// file-storage Vault behind the fault proxy, and replicas controller
+// Vault with on-disk storage behind the fault proxy, and replicas controller
 // processes kept running by a supervisor.
 type suite struct {
 	env   *e2e.Env

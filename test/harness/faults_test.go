@@ -21,7 +21,7 @@ import (
 )
 
 // TestFileVaultKeepsItsData checks what the fault suite relies on: a
-// file-storage Vault keeps its data and tokens across a seal and a crash,
+// an on-disk Vault keeps its data and tokens across a seal and a crash,
 // and comes back sealed after one.
 func TestFileVaultKeepsItsData(t *testing.T) {
 	g := NewWithT(t)

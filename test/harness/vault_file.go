@@ -91,7 +91,7 @@ plugin_directory = %q
 	return f, nil
 }
 
-// FileVaultForTest starts a file-storage server in a temporary directory
+// FileVaultForTest starts an on-disk server in a temporary directory
 // of the test and stops it when the test ends. It fails the test (never
 // skips) when the binary is missing.
 func FileVaultForTest(tb testing.TB) *FileVault {

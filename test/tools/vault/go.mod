@@ -1,4 +1,5 @@
-// Builds the HashiCorp Vault server used by the tests (vault server -dev).
+// Builds the HashiCorp Vault server used by the tests (its minimal build) and
+// the Kubernetes auth method's plugin, which the minimal build leaves out.
 // Vault is BUSL-licensed: it is built here for tests only and never shipped.
 // Kept apart from the main module and from the Kubernetes tools module.
 module github.com/ohmlab/ohmlab-controller/test/tools/vault
