@@ -206,6 +206,19 @@ func newSuite(t *testing.T) *suite {
 			}
 		}
 	})
+	// The first case creates an object at once: the webhook Service must
+	// have its endpoints, the supervisor's replicas ready.
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		s.mu.Lock()
+		n := len(s.controllers)
+		s.mu.Unlock()
+		if n >= replicas {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d controller processes ready after 2 minutes", n, replicas)
+		}
+	}
 	return s
 }
 
